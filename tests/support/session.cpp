@@ -1,5 +1,9 @@
 #include "support/session.hpp"
 
+#include <poll.h>
+
+#include <chrono>
+
 namespace pgq_test {
 namespace {
 
@@ -34,7 +38,7 @@ std::vector<row> session::query(const std::string& sql, const std::vector<value>
                               raw.data(), nullptr, nullptr, 0)};
   auto status = PQresultStatus(g.res);
   if (status != PGRES_TUPLES_OK && status != PGRES_COMMAND_OK) {
-    if (!g.res || status == PGRES_FATAL_ERROR && field(g.res, PG_DIAG_SQLSTATE).empty())
+    if (!g.res || field(g.res, PG_DIAG_SQLSTATE).empty())
       throw sql_error("", PQerrorMessage(conn_));
     throw sql_error(field(g.res, PG_DIAG_SQLSTATE), field(g.res, PG_DIAG_MESSAGE_PRIMARY));
   }
@@ -60,7 +64,11 @@ void session::script(const std::string& sql) {
     if (PQresultStatus(res) == PGRES_FATAL_ERROR && !first)
       first.emplace(field(res, PG_DIAG_SQLSTATE), field(res, PG_DIAG_MESSAGE_PRIMARY));
   }
-  if (first) throw *first;
+  if (first) {
+    // Like psql stopping on an error: do not leave the session inside the failed transaction.
+    if (PQtransactionStatus(conn_) == PQTRANS_INERROR) PQclear(PQexec(conn_, "ROLLBACK"));
+    throw *first;
+  }
 }
 
 value session::scalar(const std::string& sql, const std::vector<value>& params) {
@@ -83,6 +91,23 @@ std::string session::error_of(const std::string& sql, const std::vector<value>& 
     return e.sqlstate;
   }
   return "";
+}
+
+std::optional<std::pair<std::string, std::string>> session::wait_notification(int timeout_ms) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  for (;;) {
+    PQconsumeInput(conn_);
+    if (PGnotify* n = PQnotifies(conn_)) {
+      std::pair<std::string, std::string> out{n->relname, n->extra};
+      PQfreemem(n);
+      return out;
+    }
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return std::nullopt;
+    pollfd pfd{PQsocket(conn_), POLLIN, 0};
+    ::poll(&pfd, 1, static_cast<int>(left.count()));
+  }
 }
 
 job_row read_job(session& s, std::int64_t id) {

@@ -6,6 +6,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <libpq-fe.h>
@@ -39,6 +40,9 @@ class session {
   std::int64_t integer(const std::string& sql, const std::vector<value>& params = {});
   // Runs `sql` and returns the SQLSTATE it fails with, or "" when it succeeds.
   std::string error_of(const std::string& sql, const std::vector<value>& params = {});
+  // Waits up to `timeout_ms` for a NOTIFY on a channel this session LISTENs to; returns
+  // (channel, payload) or nothing on timeout.
+  std::optional<std::pair<std::string, std::string>> wait_notification(int timeout_ms);
   int backend_pid() const { return PQbackendPID(conn_); }
   PGconn* native() { return conn_; }
 

@@ -1,0 +1,74 @@
+// Bad input to every SQL function: a clear error with its SQLSTATE, and nothing changes.
+#include "support/server.hpp"
+#include "support/session.hpp"
+#include "support/sql_api.hpp"
+
+using namespace pgq_test;
+
+TEST_CASE("bad input is refused with the right SQLSTATE and changes nothing", "[bad-input]") {
+  scratch_database db;
+  session s(db.dsn());
+  auto held = enqueue(s, "q");
+  enqueue(s, "q");
+  claim(s, "q", "w");
+  const std::string id = std::to_string(held);
+
+  struct bad_call {
+    std::string sql;
+    std::string sqlstate;
+    std::string says;  // part of the message
+  };
+  const std::vector<bad_call> calls = {
+      {"SELECT pgqueue.enqueue('q', '{not json')", "22P02", "invalid input syntax for type json"},
+      {"SELECT pgqueue.enqueue('q', NULL)", "22004", "payload must not be NULL"},
+      {"SELECT pgqueue.enqueue('', '{}')", "22023", "invalid queue name"},
+      {"SELECT pgqueue.enqueue(NULL, '{}')", "22004", "queue name must not be NULL"},
+      {"SELECT pgqueue.enqueue('q', '{}', NULL, NULL)", "22004", "priority must not be NULL"},
+      {"SELECT pgqueue.enqueue('q', '{}', NULL, 0, NULL)", "22004", "run_after must not be NULL"},
+      {"SELECT pgqueue.enqueue('q', '{}', NULL, 0, now(), 0)", "22023", "max_attempts"},
+      {"SELECT pgqueue.enqueue('q', '{}', NULL, '2147483648')", "22003", "out of range"},
+      {"SELECT pgqueue.enqueue_batch('q', NULL)", "22004", "payloads must not be NULL"},
+      {"SELECT pgqueue.enqueue_batch('q', ARRAY['{}', NULL]::jsonb[])", "22023", "NULL"},
+      {"SELECT pgqueue.enqueue_batch('q', ARRAY['{}']::jsonb[], ARRAY['a', 'b'])", "22023",
+       "2 idempotency keys for 1 payloads"},
+      {"SELECT pgqueue.enqueue_batch('q', ARRAY['{}', '[']::jsonb[])", "22P02", "json"},
+      {"SELECT * FROM pgqueue.claim_batch('q', 'w', 0)", "22023", "limit"},
+      {"SELECT * FROM pgqueue.claim_batch('q', 'w', -5)", "22023", "limit"},
+      {"SELECT * FROM pgqueue.claim_batch('q', 'w', 10001)", "22023", "limit"},
+      {"SELECT * FROM pgqueue.claim_batch('q', 'w', NULL)", "22004", "limit must not be NULL"},
+      {"SELECT * FROM pgqueue.claim_batch('q', NULL)", "22004", "worker_id must not be NULL"},
+      {"SELECT * FROM pgqueue.claim_batch('q', 'w', 1, '-1 minute')", "22023", "lease_for"},
+      {"SELECT * FROM pgqueue.claim_next('q', 'w', '0 s')", "22023", "lease_for"},
+      {"SELECT * FROM pgqueue.claim_next(repeat('x', 300), 'w')", "22023", "invalid queue name"},
+      {"SELECT pgqueue.heartbeat(" + id + ", 'w', '-1 s')", "22023", "extend_by"},
+      {"SELECT pgqueue.heartbeat(NULL, 'w')", "22004", "job_id must not be NULL"},
+      {"SELECT pgqueue.ack(NULL, 'w')", "22004", "job_id must not be NULL"},
+      {"SELECT pgqueue.ack(" + id + ", NULL)", "22004", "worker_id must not be NULL"},
+      {"SELECT pgqueue.ack_batch(ARRAY[" + id + "], 'w', ARRAY[1, 2])", "22023",
+       "2 attempts for 1 job ids"},
+      {"SELECT pgqueue.nack(" + id + ", 'w', 'e', '-5 s')", "22023", "requeue_after"},
+      {"SELECT pgqueue.gc('1 day', '1 day', 0)", "22023", "batch_size"},
+      {"SELECT pgqueue.gc(NULL)", "22004", "retain_done must not be NULL"},
+      {"SELECT pgqueue.janitor_reset_stale_claims(NULL)", "22004", "grace must not be NULL"},
+      {"SELECT pgqueue.set_retry_backoff('q', '10 s', '1 s')", "22023", "back-off"},
+      {"SELECT pgqueue.retry_dead(E'\\t')", "22023", "invalid queue name"},
+      {"SELECT pgqueue.wake('')", "22023", "invalid queue name"},
+  };
+  const auto before = jobs_digest(s);
+  for (const auto& call : calls) {
+    INFO(call.sql);
+    try {
+      s.query(call.sql);
+      FAIL("no error");
+    } catch (const sql_error& e) {
+      CHECK(e.sqlstate == call.sqlstate);
+      CHECK_THAT(e.message, Catch::Contains(call.says));
+    }
+  }
+  CHECK(jobs_digest(s) == before);
+  // Ids that do not exist, or are held by someone else, are answered, not errors.
+  CHECK(*s.scalar("SELECT pgqueue.ack(-1, 'w')") == "f");
+  CHECK(*s.scalar("SELECT pgqueue.nack(424242, 'w')") == "lost");
+  CHECK(*s.scalar("SELECT pgqueue.ack_batch(ARRAY[424242, -1]::bigint[], 'w')") == "{}");
+  CHECK(jobs_digest(s) == before);
+}

@@ -1,0 +1,93 @@
+// claim_batch / claim_next: order, scheduling, limits, and concurrent draining.
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "support/server.hpp"
+#include "support/session.hpp"
+#include "support/sql_api.hpp"
+
+using namespace pgq_test;
+
+TEST_CASE("claims go by priority, then by how long a job has been due, then by id", "[claim]") {
+  scratch_database db;
+  session s(db.dsn());
+  auto low = enqueue(s, "q", "{}", std::nullopt, 0);
+  auto high = enqueue(s, "q", "{}", std::nullopt, 9);
+  auto low2 = enqueue(s, "q", "{}", std::nullopt, 0);
+  auto overdue = s.integer("SELECT pgqueue.enqueue('q', '{}', NULL, 0, now() - interval '1 minute')");
+  std::vector<std::int64_t> order;
+  while (true) {
+    auto got = claim(s, "q", "w");
+    if (got.empty()) break;
+    order.push_back(got[0].id);
+  }
+  CHECK(order == std::vector<std::int64_t>{high, overdue, low, low2});
+}
+
+TEST_CASE("a job scheduled for later is not claimed before its time", "[claim]") {
+  scratch_database db;
+  session s(db.dsn());
+  s.query("SELECT pgqueue.enqueue('q', '{}', NULL, 0, now() + interval '1 hour')");
+  CHECK(claim(s, "q", "w").empty());
+  CHECK(s.scalar("SELECT pgqueue.next_run_after('q') > now() + interval '59 minutes'") == "t");
+}
+
+TEST_CASE("claim_batch takes up to its limit and counts an attempt each", "[claim]") {
+  scratch_database db;
+  session s(db.dsn());
+  for (int i = 0; i < 5; ++i) enqueue(s, "q");
+  enqueue(s, "other");
+  auto got = claim(s, "q", "w", 3, "1 minute");
+  REQUIRE(got.size() == 3);
+  for (auto& c : got) {
+    auto j = read_job(s, c.id);
+    CHECK(j.state == "claimed");
+    CHECK(j.attempts == 1);
+    CHECK(*j.claimed_by == "w");
+    CHECK(j.lease_valid);
+  }
+  CHECK(claim(s, "q", "w", 10).size() == 2);
+  CHECK(claim(s, "q", "w", 10).empty());
+  CHECK(s.query("SELECT * FROM pgqueue.claim_next('other', 'w')").size() == 1);
+}
+
+TEST_CASE("several connections draining one queue claim each job exactly once",
+          "[claim][concurrency]") {
+  scratch_database db;
+  constexpr int jobs = 2000;
+  {
+    session s(db.dsn());
+    s.query("SELECT pgqueue.enqueue_batch('q', array_agg('{}'::jsonb)) FROM generate_series(1, $1)",
+            {std::to_string(jobs)});
+  }
+  std::mutex m;
+  std::multiset<std::int64_t> seen;
+  std::vector<std::thread> workers;
+  for (int w = 0; w < 4; ++w) {
+    workers.emplace_back([&, w] {
+      session s(db.dsn());
+      std::string name = "w" + std::to_string(w);
+      while (true) {
+        auto got = claim(s, "q", name, 7);
+        if (got.empty()) break;
+        std::string ids = "{", attempts = "{";
+        for (auto& c : got) {
+          ids += std::to_string(c.id) + ",";
+          attempts += std::to_string(c.attempts) + ",";
+        }
+        ids.back() = '}';
+        attempts.back() = '}';
+        s.query("SELECT pgqueue.ack_batch($1::bigint[], $2, $3::int[])", {ids, name, attempts});
+        std::lock_guard lock(m);
+        for (auto& c : got) seen.insert(c.id);
+      }
+    });
+  }
+  for (auto& t : workers) t.join();
+  session s(db.dsn());
+  CHECK(seen.size() == jobs);
+  CHECK(std::set<std::int64_t>(seen.begin(), seen.end()).size() == jobs);
+  CHECK(count_jobs(s, "done") == jobs);
+  CHECK(s.integer("SELECT count FROM pgqueue.depth WHERE state = 'done'") == jobs);
+}

@@ -1,0 +1,100 @@
+// Installing and re-installing sql/pgqueue.sql: idempotent, concurrent-safe, refuses downgrades,
+// and every function pins its search_path.
+#include <thread>
+
+#include "support/server.hpp"
+#include "support/session.hpp"
+
+using namespace pgq_test;
+
+namespace {
+
+// Everything the install defines, as text: two equal snapshots mean a re-run changed nothing.
+std::string schema_snapshot(session& s) {
+  return *s.scalar(R"(
+    SELECT md5(string_agg(x, E'\n' ORDER BY x)) FROM (
+      SELECT 'f ' || p.oid::regprocedure::text || ' ' || md5(pg_get_functiondef(p.oid)) AS x
+        FROM pg_proc p WHERE p.pronamespace = 'pgqueue'::regnamespace
+      UNION ALL SELECT 'i ' || indexrelid::regclass::text || ' ' || pg_get_indexdef(indexrelid)
+        FROM pg_index WHERE indrelid = 'pgqueue.jobs'::regclass
+      UNION ALL SELECT 'c ' || conname || ' ' || pg_get_constraintdef(oid)
+        FROM pg_constraint WHERE conrelid = 'pgqueue.jobs'::regclass
+      UNION ALL SELECT 't ' || tgname || ' ' || pg_get_triggerdef(oid)
+        FROM pg_trigger WHERE tgrelid = 'pgqueue.jobs'::regclass
+      UNION ALL SELECT 'v ' || version || ' ' || installed_at FROM pgqueue.schema_version
+      UNION ALL SELECT 'r ' || relname || ' ' || relfilenode FROM pg_class
+        WHERE relnamespace = 'pgqueue'::regnamespace) s)");
+}
+
+}  // namespace
+
+TEST_CASE("a fresh database gets schema version 2", "[install]") {
+  scratch_database db(false);
+  session s(db.dsn());
+  s.script(read_file(schema_file()));
+  CHECK(s.integer("SELECT version FROM pgqueue.schema_version") == 2);
+  CHECK(s.integer("SELECT count(*) FROM pgqueue.jobs") == 0);
+}
+
+TEST_CASE("running the file again changes nothing", "[install]") {
+  scratch_database db(false);
+  session s(db.dsn());
+  s.script(read_file(schema_file()));
+  s.query("SELECT pgqueue.enqueue('q', '{\"a\":1}')");
+  auto before = schema_snapshot(s);
+  auto rows_before = *s.scalar("SELECT string_agg(j::text, '|') FROM pgqueue.jobs j");
+  s.script(read_file(schema_file()));
+  CHECK(schema_snapshot(s) == before);
+  CHECK(*s.scalar("SELECT string_agg(j::text, '|') FROM pgqueue.jobs j") == rows_before);
+}
+
+TEST_CASE("two sessions installing at once both succeed", "[install][concurrency]") {
+  scratch_database db(false);
+  const std::string sql = read_file(schema_file());
+  std::string errors[2];
+  std::thread workers[2];
+  for (int i = 0; i < 2; ++i) {
+    workers[i] = std::thread([&, i] {
+      try {
+        session s(db.dsn());
+        s.script(sql);
+      } catch (const std::exception& e) {
+        errors[i] = e.what();
+      }
+    });
+  }
+  for (auto& w : workers) w.join();
+  CHECK(errors[0] == "");
+  CHECK(errors[1] == "");
+  session s(db.dsn());
+  CHECK(s.integer("SELECT count(*) FROM pgqueue.schema_version") == 1);
+}
+
+TEST_CASE("an older file refuses to run against a newer schema", "[install]") {
+  scratch_database db;
+  session s(db.dsn());
+  s.query("UPDATE pgqueue.schema_version SET version = 3");
+  try {
+    s.script(read_file(schema_file()));
+    FAIL("the install should have refused");
+  } catch (const sql_error& e) {
+    CHECK(e.sqlstate == "55000");
+    CHECK_THAT(e.message, Catch::Contains("newer than this file"));
+  }
+  CHECK(s.integer("SELECT version FROM pgqueue.schema_version") == 3);
+}
+
+TEST_CASE("every function pins its search_path", "[install][security]") {
+  scratch_database db;
+  session s(db.dsn());
+  // gc_all is a procedure that commits, which a pinned search_path would forbid.
+  CHECK(s.integer("SELECT count(*) FROM pg_proc WHERE pronamespace = 'pgqueue'::regnamespace "
+                  "AND proname <> 'gc_all' AND NOT coalesce(proconfig::text LIKE "
+                  "'%search_path=pg_catalog, pg_temp%', false)") == 0);
+  // A caller's schema that shadows a built-in the functions use changes nothing.
+  s.script(
+      "CREATE SCHEMA evil; "
+      "CREATE FUNCTION evil.md5(text) RETURNS text LANGUAGE sql AS $$ SELECT 'hijacked' $$; "
+      "SET search_path = evil, pg_catalog, pgqueue;");
+  CHECK(*s.scalar("SELECT pgqueue.channel('q')") == "pgqueue_" + *s.scalar("SELECT pg_catalog.md5('q')"));
+}

@@ -1,0 +1,70 @@
+// janitor_reset_stale_claims: expired leases come back, the last attempt ends dead.
+#include "support/server.hpp"
+#include "support/session.hpp"
+#include "support/sql_api.hpp"
+
+using namespace pgq_test;
+
+namespace {
+// Claims with a lease that is already over, so the janitor sees it expired.
+std::int64_t claim_expired(session& s, const std::string& queue) {
+  auto c = claim(s, queue, "crashed", 1, "1 microsecond");
+  REQUIRE(c.size() == 1);
+  s.query("UPDATE pgqueue.jobs SET lease_until = now() - interval '1 second' WHERE id = $1",
+          {std::to_string(c[0].id)});
+  return c[0].id;
+}
+}  // namespace
+
+TEST_CASE("an expired lease makes the job ready again, due at once", "[janitor]") {
+  scratch_database db;
+  session s(db.dsn());
+  enqueue(s, "q");
+  auto id = claim_expired(s, "q");
+  auto live = enqueue(s, "q");
+  claim(s, "q", "alive");  // a valid lease is left alone
+  CHECK(s.integer("SELECT pgqueue.janitor_reset_stale_claims()") == 1);
+  auto j = read_job(s, id);
+  CHECK(j.state == "ready");
+  CHECK(j.due);
+  CHECK_THAT(*j.last_error, Catch::StartsWith("lease expired on attempt 1 of 5"));
+  CHECK(read_job(s, live).state == "claimed");
+}
+
+TEST_CASE("a job whose last attempt's lease expires ends dead", "[janitor]") {
+  scratch_database db;
+  session s(db.dsn());
+  auto id = s.integer("SELECT pgqueue.enqueue('q', '{}', NULL, 0, now(), 2)");
+  for (int attempt = 1; attempt <= 2; ++attempt) {
+    claim_expired(s, "q");
+    CHECK(s.integer("SELECT pgqueue.janitor_reset_stale_claims()") == 1);
+  }
+  auto j = read_job(s, id);
+  CHECK(j.state == "dead");
+  CHECK(j.attempts == 2);
+  CHECK_THAT(*j.last_error, Catch::Contains("no attempts left"));
+  CHECK(claim(s, "q", "w").empty());
+}
+
+TEST_CASE("repeated lease expiry keeps last_error bounded", "[janitor]") {
+  scratch_database db;
+  session s(db.dsn());
+  auto id = s.integer("SELECT pgqueue.enqueue('q', '{}', NULL, 0, now(), 50)");
+  for (int i = 0; i < 20; ++i) {
+    claim_expired(s, "q");
+    s.query("SELECT pgqueue.janitor_reset_stale_claims()");
+  }
+  auto j = read_job(s, id);
+  CHECK(j.attempts == 20);
+  CHECK(j.last_error->size() < 200);
+  CHECK_THAT(*j.last_error, Catch::StartsWith("lease expired on attempt 20 of 50"));
+}
+
+TEST_CASE("the janitor respects its grace period", "[janitor]") {
+  scratch_database db;
+  session s(db.dsn());
+  enqueue(s, "q");
+  claim_expired(s, "q");
+  CHECK(s.integer("SELECT pgqueue.janitor_reset_stale_claims('1 hour')") == 0);
+  CHECK(s.integer("SELECT pgqueue.janitor_reset_stale_claims('0 seconds')") == 1);
+}

@@ -1,0 +1,123 @@
+// heartbeat, ack, nack, release: fenced to the current holder of the current attempt.
+#include "support/server.hpp"
+#include "support/session.hpp"
+#include "support/sql_api.hpp"
+
+using namespace pgq_test;
+
+namespace {
+std::string s_(std::int64_t v) { return std::to_string(v); }
+}  // namespace
+
+TEST_CASE("only the holder may heartbeat, ack or nack", "[lease]") {
+  scratch_database db;
+  session s(db.dsn());
+  auto id = enqueue(s, "q");
+  auto c = claim(s, "q", "owner");
+  REQUIRE(c.size() == 1);
+  auto before = jobs_digest(s);
+  CHECK(*s.scalar("SELECT pgqueue.heartbeat($1, 'intruder')", {s_(id)}) == "f");
+  CHECK(*s.scalar("SELECT pgqueue.ack($1, 'intruder')", {s_(id)}) == "f");
+  CHECK(*s.scalar("SELECT pgqueue.nack($1, 'intruder', 'x')", {s_(id)}) == "lost");
+  CHECK(*s.scalar("SELECT pgqueue.release($1, 'intruder')", {s_(id)}) == "f");
+  CHECK(*s.scalar("SELECT pgqueue.ack($1, 'owner', 2)", {s_(id)}) == "f");  // wrong attempt
+  CHECK(jobs_digest(s) == before);
+  CHECK(*s.scalar("SELECT pgqueue.ack($1, 'owner', 1)", {s_(id)}) == "t");
+  CHECK(read_job(s, id).state == "done");
+  CHECK(*s.scalar("SELECT pgqueue.ack($1, 'owner', 1)", {s_(id)}) == "f");  // only once
+}
+
+TEST_CASE("a stale attempt cannot touch the same worker's new attempt", "[lease]") {
+  scratch_database db;
+  session s(db.dsn());
+  auto id = enqueue(s, "q");
+  claim(s, "q", "w", 1, "1 millisecond");
+  s.query("SELECT pg_sleep(0.01)");
+  CHECK(s.integer("SELECT pgqueue.janitor_reset_stale_claims()") == 1);
+  auto again = claim(s, "q", "w");
+  REQUIRE(again.size() == 1);
+  CHECK(again[0].attempts == 2);
+  auto before = jobs_digest(s);
+  CHECK(*s.scalar("SELECT pgqueue.heartbeat($1, 'w', '1 minute', 1)", {s_(id)}) == "f");
+  CHECK(*s.scalar("SELECT pgqueue.ack($1, 'w', 1)", {s_(id)}) == "f");
+  CHECK(*s.scalar("SELECT pgqueue.nack($1, 'w', 'old', NULL, 1)", {s_(id)}) == "lost");
+  CHECK(jobs_digest(s) == before);
+  CHECK(*s.scalar("SELECT pgqueue.ack($1, 'w', 2)", {s_(id)}) == "t");
+}
+
+TEST_CASE("a heartbeat extends the lease as a HOT update", "[lease]") {
+  scratch_database db;
+  session s(db.dsn());
+  auto id = enqueue(s, "q");
+  claim(s, "q", "w", 1, "1 second");
+  s.query("BEGIN");
+  CHECK(*s.scalar("SELECT pgqueue.heartbeat($1, 'w', '1 hour', 1)", {s_(id)}) == "t");
+  // The lease column is in no index, so the update never touches an index.
+  CHECK(s.integer("SELECT n_tup_hot_upd FROM pg_stat_xact_user_tables "
+                  "WHERE relid = 'pgqueue.jobs'::regclass") == 1);
+  s.query("COMMIT");
+  CHECK(*s.scalar("SELECT lease_until > now() + interval '59 minutes' FROM pgqueue.jobs "
+                  "WHERE id = $1", {s_(id)}) == "t");
+}
+
+TEST_CASE("nack retries with capped exponential back-off and jitter", "[lease][retry]") {
+  scratch_database db;
+  session s(db.dsn());
+  s.query("SELECT pgqueue.set_retry_backoff('q', '10 seconds', '25 seconds')");
+  auto id = s.integer("SELECT pgqueue.enqueue('q', '{}', NULL, 0, now(), 10)");
+  // Expected delay after attempt n: 10 s * 2^(n-1) capped at 25 s, within +-25% (cap holds).
+  const double lo[] = {7.5, 15, 25, 25}, hi[] = {12.5, 25, 25, 25};
+  for (int attempt = 1; attempt <= 4; ++attempt) {
+    s.query("UPDATE pgqueue.jobs SET run_after = now() WHERE id = $1", {s_(id)});
+    auto c = claim(s, "q", "w");
+    REQUIRE(c.size() == 1);
+    CHECK(*s.scalar("SELECT pgqueue.nack($1, 'w', 'fail', NULL, $2)",
+                    {s_(id), s_(attempt)}) == "requeued");
+    auto j = read_job(s, id);
+    CHECK(j.state == "ready");
+    CHECK(*j.last_error == "fail");
+    CHECK(j.run_after_in >= lo[attempt - 1] - 0.5);
+    CHECK(j.run_after_in <= hi[attempt - 1] + 0.5);
+  }
+  // An explicit delay wins over the back-off.
+  s.query("UPDATE pgqueue.jobs SET run_after = now() WHERE id = $1", {s_(id)});
+  claim(s, "q", "w");
+  s.query("SELECT pgqueue.nack($1, 'w', 'x', '0 seconds')", {s_(id)});
+  CHECK(read_job(s, id).due);
+}
+
+TEST_CASE("the last attempt's nack ends the job dead", "[lease][retry]") {
+  scratch_database db;
+  session s(db.dsn());
+  auto id = s.integer("SELECT pgqueue.enqueue('q', '{}', NULL, 0, now(), 2)");
+  claim(s, "q", "w");
+  CHECK(*s.scalar("SELECT pgqueue.nack($1, 'w', 'one', '0 s')", {s_(id)}) == "requeued");
+  claim(s, "q", "w");
+  CHECK(*s.scalar("SELECT pgqueue.nack($1, 'w', 'two', '0 s')", {s_(id)}) == "dead");
+  auto j = read_job(s, id);
+  CHECK(j.state == "dead");
+  CHECK(j.attempts == 2);
+  CHECK(*j.last_error == "two");
+  CHECK(claim(s, "q", "w").empty());
+}
+
+TEST_CASE("last_error stays bounded however long the error", "[lease][retry]") {
+  scratch_database db;
+  session s(db.dsn());
+  auto id = enqueue(s, "q");
+  claim(s, "q", "w");
+  s.query("SELECT pgqueue.nack($1, 'w', repeat('e', 100000))", {s_(id)});
+  CHECK(read_job(s, id).last_error->size() == 2000);
+}
+
+TEST_CASE("release gives a job back without using up an attempt", "[lease]") {
+  scratch_database db;
+  session s(db.dsn());
+  auto id = enqueue(s, "q");
+  claim(s, "q", "w");
+  CHECK(*s.scalar("SELECT pgqueue.release($1, 'w', 1)", {s_(id)}) == "t");
+  auto j = read_job(s, id);
+  CHECK(j.state == "ready");
+  CHECK(j.attempts == 0);
+  CHECK(j.due);
+}
