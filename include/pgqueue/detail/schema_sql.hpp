@@ -1,0 +1,917 @@
+// Generated from sql/pgqueue.sql by tools/embed_sql.sh: do not edit (a test compares them).
+#pragma once
+
+#include <string_view>
+
+namespace pgqueue::detail {
+
+// The schema version sql/pgqueue.sql installs.
+inline constexpr int schema_version = 2;
+
+// The text of sql/pgqueue.sql.
+inline constexpr std::string_view schema_sql = R"pgqueue_sql(-- pgqueue: a durable job queue in plain PostgreSQL (no extension).
+--
+-- This one file installs the `pgqueue` schema into a database or upgrades an older install
+-- (including the original seed design) in place, keeping every job. Run it with
+--     psql -v ON_ERROR_STOP=1 -f sql/pgqueue.sql
+-- or through pgqueue::migrate() in C++, which applies this same text. Running it again changes
+-- nothing; two sessions running it at once serialise on an advisory lock; a file older than the
+-- installed schema refuses to run instead of downgrading. No psql meta-commands: the text must
+-- also run as a single simple-protocol script.
+--
+-- Schema versions: 1 = the seed design (no version table), 2 = this file.
+
+BEGIN;
+SET LOCAL client_min_messages = warning;
+
+-- Serialise concurrent installs before touching the catalog ('pgqueue' as a 64-bit key).
+DO $$ BEGIN PERFORM pg_catalog.pg_advisory_xact_lock(8100266002545501541); END $$;
+
+CREATE SCHEMA IF NOT EXISTS pgqueue;
+
+CREATE TABLE IF NOT EXISTS pgqueue.schema_version (
+  singleton boolean PRIMARY KEY DEFAULT true CHECK (singleton),
+  version int NOT NULL,
+  installed_at timestamptz NOT NULL DEFAULT now()
+);
+
+-- Which version are we upgrading from? 0 = nothing installed, 1 = the seed (a jobs table but
+-- no version row). Kept in a transaction-local setting for the steps below.
+DO $$
+DECLARE
+  v_from int;
+BEGIN
+  SELECT version INTO v_from FROM pgqueue.schema_version;
+  IF v_from IS NULL THEN
+    v_from := CASE WHEN to_regclass('pgqueue.jobs') IS NULL THEN 0 ELSE 1 END;
+  END IF;
+  IF v_from > 2 THEN
+    RAISE EXCEPTION 'pgqueue: the installed schema is version %, newer than this file (version 2)', v_from
+      USING ERRCODE = 'object_not_in_prerequisite_state',
+            HINT = 'Use the sql/pgqueue.sql shipped with the newer pgqueue; downgrades are refused.';
+  END IF;
+  PERFORM set_config('pgqueue.migrating_from', v_from::text, true);
+END
+$$;
+
+-- ── tables ────────────────────────────────────────────────────────────────────────────────
+-- The seed's shape; version 2 changes indexes and constraints below, not columns, so seed
+-- callers that read the table directly keep working.
+CREATE TABLE IF NOT EXISTS pgqueue.jobs (
+  id bigserial PRIMARY KEY,
+  queue text NOT NULL,
+  payload jsonb NOT NULL,
+  idempotency_key text,
+  state text NOT NULL DEFAULT 'ready'
+    CHECK (state IN ('ready', 'claimed', 'done', 'dead')),
+  priority int NOT NULL DEFAULT 0,          -- higher = sooner
+  run_after timestamptz NOT NULL DEFAULT now(),
+  attempts int NOT NULL DEFAULT 0,          -- claims so far; the current attempt fences a lease
+  max_attempts int NOT NULL DEFAULT 5,
+  last_error text,                          -- the most recent error, at most 2000 characters
+  claimed_by text,
+  claimed_at timestamptz,
+  lease_until timestamptz,                  -- in no index, so a heartbeat is a HOT update
+  created_at timestamptz NOT NULL DEFAULT now(),
+  updated_at timestamptz NOT NULL DEFAULT now(),
+  finished_at timestamptz
+);
+
+-- Completed jobs counted per queue, so pgqueue.depth never counts retained rows. Rows are
+-- sharded by backend (slot) so concurrent ackers rarely wait on each other's counter row.
+CREATE TABLE IF NOT EXISTS pgqueue.done_counts (
+  queue text NOT NULL,
+  slot int NOT NULL,
+  n bigint NOT NULL,
+  PRIMARY KEY (queue, slot)
+);
+
+-- Retry back-off per queue; the row with queue '' (not a valid queue name) is the default.
+CREATE TABLE IF NOT EXISTS pgqueue.queue_settings (
+  queue text PRIMARY KEY,
+  retry_base interval NOT NULL CHECK (retry_base >= interval '0'),
+  retry_max interval NOT NULL CHECK (retry_max >= retry_base)
+);
+INSERT INTO pgqueue.queue_settings VALUES ('', interval '1 second', interval '1 hour')
+  ON CONFLICT (queue) DO NOTHING;
+
+-- ── structural upgrade to version 2 (runs once; every step also serves a fresh install) ──
+DO $$
+BEGIN
+  IF current_setting('pgqueue.migrating_from')::int >= 2 THEN
+    RETURN;
+  END IF;
+
+  -- 'cancelled' joins the states; queue names are validated for new rows (old rows are kept
+  -- as they are, hence NOT VALID).
+  ALTER TABLE pgqueue.jobs DROP CONSTRAINT IF EXISTS jobs_state_check;
+  ALTER TABLE pgqueue.jobs ADD CONSTRAINT jobs_state_check
+    CHECK (state IN ('ready', 'claimed', 'done', 'dead', 'cancelled'));
+  ALTER TABLE pgqueue.jobs ADD CONSTRAINT jobs_queue_name_check
+    CHECK (octet_length(queue) BETWEEN 1 AND 255 AND queue !~ '[[:cntrl:]]') NOT VALID;
+  -- Free space on each page lets heartbeats and acks update in place (HOT).
+  ALTER TABLE pgqueue.jobs SET (fillfactor = 85);
+
+  -- The seed's indexes: the claim index ordered by created_at (equal within a batch), the lease
+  -- index that made every heartbeat an index write, and a full-table dashboard index.
+  DROP INDEX IF EXISTS pgqueue.jobs_claim_idx;
+  DROP INDEX IF EXISTS pgqueue.jobs_lease_idx;
+  DROP INDEX IF EXISTS pgqueue.jobs_state_idx;
+  -- Claim order: priority, then when the job became due, then id. run_after in the key lets
+  -- the scan skip jobs that are not yet due without visiting the heap.
+  CREATE INDEX IF NOT EXISTS jobs_ready_idx
+    ON pgqueue.jobs (queue, priority DESC, run_after, id) WHERE state = 'ready';
+  CREATE INDEX IF NOT EXISTS jobs_claimed_idx ON pgqueue.jobs (queue) WHERE state = 'claimed';
+  CREATE INDEX IF NOT EXISTS jobs_stuck_idx
+    ON pgqueue.jobs (queue, state) WHERE state IN ('dead', 'cancelled');
+  CREATE INDEX IF NOT EXISTS jobs_finished_idx
+    ON pgqueue.jobs (state, finished_at) WHERE state IN ('done', 'dead', 'cancelled');
+  -- Kept from the seed: same (queue, key) is the same job.
+  CREATE UNIQUE INDEX IF NOT EXISTS jobs_idem_idx
+    ON pgqueue.jobs (queue, idempotency_key) WHERE idempotency_key IS NOT NULL;
+
+  -- Completed jobs already retained (an upgraded seed) start the counters.
+  INSERT INTO pgqueue.done_counts (queue, slot, n)
+    SELECT queue, 0, count(*) FROM pgqueue.jobs WHERE state = 'done' GROUP BY queue
+    ON CONFLICT (queue, slot) DO UPDATE SET n = pgqueue.done_counts.n + EXCLUDED.n;
+
+  -- Seed signatures that gained arguments: dropped so the new ones do not overload them
+  -- ambiguously. Positional calls with the old arguments resolve to the new functions.
+  DROP FUNCTION IF EXISTS pgqueue.enqueue(text, jsonb, text, int, timestamptz);
+  DROP FUNCTION IF EXISTS pgqueue.heartbeat(bigint, text, interval);
+  DROP FUNCTION IF EXISTS pgqueue.ack(bigint, text);
+  DROP FUNCTION IF EXISTS pgqueue.nack(bigint, text, text, interval);
+  DROP FUNCTION IF EXISTS pgqueue.gc(interval, interval);
+END
+$$;
+
+-- ── internal helpers ──────────────────────────────────────────────────────────────────────
+
+-- Refuses a queue name that is NULL, empty, longer than 255 bytes or has control characters.
+CREATE OR REPLACE FUNCTION pgqueue.check_queue_name(p_queue text)
+RETURNS void
+LANGUAGE plpgsql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+  IF p_queue IS NULL THEN
+    RAISE EXCEPTION 'pgqueue: queue name must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+  END IF;
+  IF octet_length(p_queue) NOT BETWEEN 1 AND 255 OR p_queue ~ '[[:cntrl:]]' THEN
+    RAISE EXCEPTION 'pgqueue: invalid queue name (% bytes)', octet_length(p_queue)
+      USING ERRCODE = 'invalid_parameter_value',
+            DETAIL = 'A queue name is 1 to 255 bytes of text without control characters.';
+  END IF;
+END
+$$;
+
+-- Raises null_value_not_allowed naming the argument when a required value is NULL.
+CREATE OR REPLACE FUNCTION pgqueue.require(p_value anyelement, p_name text)
+RETURNS void
+LANGUAGE plpgsql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+  IF p_value IS NULL THEN
+    RAISE EXCEPTION 'pgqueue: % must not be NULL', p_name USING ERRCODE = 'null_value_not_allowed';
+  END IF;
+END
+$$;
+
+-- Raises invalid_parameter_value unless `p_ok`.
+CREATE OR REPLACE FUNCTION pgqueue.require_valid(p_ok boolean, p_message text)
+RETURNS void
+LANGUAGE plpgsql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+  IF NOT p_ok THEN
+    RAISE EXCEPTION 'pgqueue: %', p_message USING ERRCODE = 'invalid_parameter_value';
+  END IF;
+END
+$$;
+
+-- The LISTEN channel of a queue. A hash keeps every valid name (up to 255 bytes) under the
+-- 63-byte channel limit and makes the channel a plain identifier; the payload carries the name.
+CREATE OR REPLACE FUNCTION pgqueue.channel(p_queue text)
+RETURNS text
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT 'pgqueue_' || md5(p_queue) $$;
+
+-- Wakes listeners of a queue in the current transaction (delivered at commit). Identical
+-- (channel, payload) pairs fold within a transaction, so this sends at most one notification
+-- per queue per transaction however often it is called.
+CREATE OR REPLACE FUNCTION pgqueue.notify_queue(p_queue text)
+RETURNS void
+LANGUAGE sql
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT pg_notify(pgqueue.channel(p_queue), p_queue) $$;
+
+-- ── wake-ups ──────────────────────────────────────────────────────────────────────────────
+
+-- Wakes listeners of a queue from its own transaction, after the jobs it announces committed.
+-- NOTIFY holds a cluster-wide lock from pre-commit to the end of the commit; in a transaction
+-- that has written nothing else, this function turns off synchronous_commit so that lock is
+-- never held across a WAL flush and producers are not serialised by their wake-ups (a lost
+-- wake-up is harmless: workers also poll). Cost: one short transaction.
+CREATE OR REPLACE FUNCTION pgqueue.wake(p_queue text)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+  PERFORM pgqueue.check_queue_name(p_queue);
+  IF pg_current_xact_id_if_assigned() IS NULL THEN
+    PERFORM set_config('synchronous_commit', 'off', true);
+  END IF;
+  PERFORM pgqueue.notify_queue(p_queue);
+END
+$$;
+
+-- The insert trigger's safety net: any INSERT into pgqueue.jobs (enqueue's, or a direct one)
+-- wakes the listeners of each queue that received a job claimable now, once per statement.
+-- enqueue(..., p_wake => false) suppresses it because its caller calls wake() after commit.
+CREATE OR REPLACE FUNCTION pgqueue.notify_new_job()
+RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  v_queue text;
+BEGIN
+  IF current_setting('pgqueue.defer_wake', true) = 'on' THEN
+    RETURN NULL;
+  END IF;
+  FOR v_queue IN
+    SELECT DISTINCT n.queue FROM new_jobs n WHERE n.state = 'ready' AND n.run_after <= now()
+  LOOP
+    PERFORM pgqueue.notify_queue(v_queue);
+  END LOOP;
+  RETURN NULL;
+END
+$$;
+
+DO $$
+BEGIN
+  IF current_setting('pgqueue.migrating_from')::int < 2 THEN
+    -- The seed fired once per row; a statement trigger wakes once per batch.
+    DROP TRIGGER IF EXISTS jobs_notify_insert ON pgqueue.jobs;
+    CREATE TRIGGER jobs_notify_insert
+      AFTER INSERT ON pgqueue.jobs
+      REFERENCING NEW TABLE AS new_jobs
+      FOR EACH STATEMENT EXECUTE FUNCTION pgqueue.notify_new_job();
+  END IF;
+END
+$$;
+
+-- ── enqueue ───────────────────────────────────────────────────────────────────────────────
+
+-- Adds one job and returns its id. With an idempotency key, the job already holding that key
+-- in the queue is returned instead (also under concurrent calls: no unique violation escapes).
+-- p_wake => false defers the wake-up to a pgqueue.wake(queue) the caller runs after commit.
+CREATE OR REPLACE FUNCTION pgqueue.enqueue(
+  p_queue text,
+  p_payload jsonb,
+  p_idempotency_key text DEFAULT NULL,
+  p_priority int DEFAULT 0,
+  p_run_after timestamptz DEFAULT now(),
+  p_max_attempts int DEFAULT 5,
+  p_wake boolean DEFAULT true
+)
+RETURNS bigint
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  v_id bigint;
+BEGIN
+  PERFORM pgqueue.check_queue_name(p_queue);
+  PERFORM pgqueue.require(p_payload, 'payload');
+  PERFORM pgqueue.require(p_priority, 'priority');
+  PERFORM pgqueue.require(p_run_after, 'run_after');
+  PERFORM pgqueue.require(p_max_attempts, 'max_attempts');
+  PERFORM pgqueue.require(p_wake, 'wake');
+  PERFORM pgqueue.require_valid(p_max_attempts >= 1, 'max_attempts must be at least 1');
+  IF NOT p_wake THEN
+    PERFORM set_config('pgqueue.defer_wake', 'on', true);
+  END IF;
+  LOOP
+    INSERT INTO pgqueue.jobs (queue, payload, idempotency_key, priority, run_after, max_attempts)
+    VALUES (p_queue, p_payload, p_idempotency_key, p_priority, p_run_after, p_max_attempts)
+    ON CONFLICT (queue, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+    RETURNING id INTO v_id;
+    IF v_id IS NULL THEN
+      -- Conflict: the holder of the key committed before us (ON CONFLICT waited for it).
+      SELECT j.id INTO v_id FROM pgqueue.jobs j
+       WHERE j.queue = p_queue AND j.idempotency_key = p_idempotency_key;
+    END IF;
+    EXIT WHEN v_id IS NOT NULL;  -- else the holder was deleted in between: insert again
+  END LOOP;
+  IF NOT p_wake THEN
+    PERFORM set_config('pgqueue.defer_wake', 'off', true);
+  END IF;
+  RETURN v_id;
+END
+$$;
+
+-- Adds many jobs to one queue in one statement and returns their ids in input order. Keys
+-- (optional, same length as the payloads) dedupe against existing jobs and within the batch.
+CREATE OR REPLACE FUNCTION pgqueue.enqueue_batch(
+  p_queue text,
+  p_payloads jsonb[],
+  p_idempotency_keys text[] DEFAULT NULL,
+  p_priority int DEFAULT 0,
+  p_run_after timestamptz DEFAULT now(),
+  p_max_attempts int DEFAULT 5,
+  p_wake boolean DEFAULT true
+)
+RETURNS bigint[]
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  v_n int;
+  v_ids bigint[];
+BEGIN
+  PERFORM pgqueue.check_queue_name(p_queue);
+  PERFORM pgqueue.require(p_payloads, 'payloads');
+  PERFORM pgqueue.require(p_priority, 'priority');
+  PERFORM pgqueue.require(p_run_after, 'run_after');
+  PERFORM pgqueue.require(p_max_attempts, 'max_attempts');
+  PERFORM pgqueue.require(p_wake, 'wake');
+  PERFORM pgqueue.require_valid(p_max_attempts >= 1, 'max_attempts must be at least 1');
+  v_n := coalesce(cardinality(p_payloads), 0);
+  IF v_n = 0 THEN
+    RETURN '{}';
+  END IF;
+  PERFORM pgqueue.require_valid(array_position(p_payloads, NULL) IS NULL,
+                                'payloads must not contain NULL');
+  PERFORM pgqueue.require_valid(
+    p_idempotency_keys IS NULL OR cardinality(p_idempotency_keys) = v_n,
+    format('%s idempotency keys for %s payloads', cardinality(p_idempotency_keys), v_n));
+  -- Ids are drawn first so each input position knows its id without relying on RETURNING order.
+  v_ids := ARRAY(SELECT nextval('pgqueue.jobs_id_seq') FROM generate_series(1, v_n));
+  IF NOT p_wake THEN
+    PERFORM set_config('pgqueue.defer_wake', 'on', true);
+  END IF;
+  INSERT INTO pgqueue.jobs (id, queue, payload, idempotency_key, priority, run_after, max_attempts)
+  SELECT v_ids[t.ord], p_queue, t.payload, t.key, p_priority, p_run_after, p_max_attempts
+    FROM unnest(p_payloads, coalesce(p_idempotency_keys, array_fill(NULL::text, ARRAY[v_n])))
+         WITH ORDINALITY AS t(payload, key, ord)
+   ORDER BY t.ord
+  ON CONFLICT (queue, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING;
+  IF NOT p_wake THEN
+    PERFORM set_config('pgqueue.defer_wake', 'off', true);
+  END IF;
+  IF p_idempotency_keys IS NOT NULL THEN
+    -- A keyed position gets the id of whichever job holds its key (ours or an earlier one).
+    v_ids := ARRAY(
+      SELECT CASE WHEN t.key IS NULL THEN v_ids[t.ord]
+                  ELSE (SELECT j.id FROM pgqueue.jobs j
+                         WHERE j.queue = p_queue AND j.idempotency_key = t.key) END
+        FROM unnest(p_idempotency_keys) WITH ORDINALITY AS t(key, ord)
+       ORDER BY t.ord);
+    IF array_position(v_ids, NULL) IS NOT NULL THEN
+      RAISE EXCEPTION 'pgqueue: a job holding one of the idempotency keys was deleted concurrently'
+        USING ERRCODE = 'serialization_failure', HINT = 'Retry the call.';
+    END IF;
+  END IF;
+  RETURN v_ids;
+END
+$$;
+
+-- ── claim ─────────────────────────────────────────────────────────────────────────────────
+
+-- Claims up to p_limit due jobs of a queue for p_worker_id: highest priority first, then the
+-- job due longest, then the lowest id. SKIP LOCKED lets concurrent claimers take different
+-- jobs without waiting. Each claim counts an attempt; the returned attempts value is the
+-- fencing token that heartbeat, ack and nack take.
+CREATE OR REPLACE FUNCTION pgqueue.claim_batch(
+  p_queue text,
+  p_worker_id text,
+  p_limit int DEFAULT 1,
+  p_lease_for interval DEFAULT '5 minutes'::interval
+)
+RETURNS TABLE (
+  id bigint,
+  queue text,
+  payload jsonb,
+  priority int,
+  attempts int,
+  max_attempts int,
+  claimed_at timestamptz,
+  lease_until timestamptz
+)
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+  PERFORM pgqueue.check_queue_name(p_queue);
+  PERFORM pgqueue.require(p_worker_id, 'worker_id');
+  PERFORM pgqueue.require(p_limit, 'limit');
+  PERFORM pgqueue.require(p_lease_for, 'lease_for');
+  PERFORM pgqueue.require_valid(p_limit BETWEEN 1 AND 10000, 'limit must be between 1 and 10000');
+  PERFORM pgqueue.require_valid(p_lease_for > interval '0', 'lease_for must be positive');
+  RETURN QUERY
+  WITH next_jobs AS (
+    SELECT j.id
+      FROM pgqueue.jobs j
+     WHERE j.queue = p_queue
+       AND j.state = 'ready'
+       AND j.run_after <= now()
+       AND j.attempts < j.max_attempts
+     ORDER BY j.priority DESC, j.run_after, j.id
+     LIMIT p_limit
+       FOR UPDATE SKIP LOCKED
+  ), claimed AS (
+    UPDATE pgqueue.jobs j
+       SET state = 'claimed',
+           claimed_by = p_worker_id,
+           claimed_at = now(),
+           lease_until = now() + p_lease_for,
+           attempts = j.attempts + 1,
+           updated_at = now()
+      FROM next_jobs
+     WHERE j.id = next_jobs.id
+    RETURNING j.id, j.queue, j.payload, j.priority, j.attempts, j.max_attempts, j.claimed_at,
+              j.lease_until
+  )
+  SELECT c.* FROM claimed c ORDER BY c.priority DESC, c.id;
+END
+$$;
+
+-- The seed's one-job claim: claim_batch with a limit of 1 (no row when nothing is due).
+CREATE OR REPLACE FUNCTION pgqueue.claim_next(
+  p_queue text,
+  p_worker_id text,
+  p_lease_for interval DEFAULT '5 minutes'::interval
+)
+RETURNS TABLE (
+  id bigint,
+  queue text,
+  payload jsonb,
+  priority int,
+  attempts int,
+  max_attempts int,
+  claimed_at timestamptz,
+  lease_until timestamptz
+)
+LANGUAGE sql
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT * FROM pgqueue.claim_batch(p_queue, p_worker_id, 1, p_lease_for) $$;
+
+-- When the next job of a queue becomes due (NULL when it has no ready job); an idle worker
+-- sleeps until then at most.
+CREATE OR REPLACE FUNCTION pgqueue.next_run_after(p_queue text)
+RETURNS timestamptz
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+  SELECT min(j.run_after) FROM pgqueue.jobs j WHERE j.queue = p_queue AND j.state = 'ready'
+$$;
+
+-- ── lease operations (fenced: only the current holder of the current attempt may act) ─────
+
+-- Extends the lease of a job the caller holds. False when the lease is lost (the job is no
+-- longer claimed by this worker at this attempt). p_attempt (from the claim) fences against a
+-- re-claim of the same job by the same worker id; NULL skips that check for old callers.
+CREATE OR REPLACE FUNCTION pgqueue.heartbeat(
+  p_job_id bigint,
+  p_worker_id text,
+  p_extend_by interval DEFAULT '5 minutes'::interval,
+  p_attempt int DEFAULT NULL
+)
+RETURNS boolean
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+  PERFORM pgqueue.require(p_job_id, 'job_id');
+  PERFORM pgqueue.require(p_worker_id, 'worker_id');
+  PERFORM pgqueue.require(p_extend_by, 'extend_by');
+  PERFORM pgqueue.require_valid(p_extend_by > interval '0', 'extend_by must be positive');
+  UPDATE pgqueue.jobs j
+     SET lease_until = now() + p_extend_by
+   WHERE j.id = p_job_id
+     AND j.state = 'claimed'
+     AND j.claimed_by = p_worker_id
+     AND (p_attempt IS NULL OR j.attempts = p_attempt);
+  RETURN FOUND;
+END
+$$;
+
+-- Adds acknowledged jobs to the per-queue done counters (one row per queue and slot).
+CREATE OR REPLACE FUNCTION pgqueue.count_done(p_queues text[])
+RETURNS void
+LANGUAGE sql
+SET search_path = pg_catalog, pg_temp
+AS $$
+  INSERT INTO pgqueue.done_counts (queue, slot, n)
+  SELECT q, pg_backend_pid() % 32, count(*) FROM unnest(p_queues) AS q GROUP BY q
+  ON CONFLICT (queue, slot) DO UPDATE SET n = pgqueue.done_counts.n + EXCLUDED.n
+$$;
+
+-- Marks a job the caller holds as done. False when the lease is lost.
+CREATE OR REPLACE FUNCTION pgqueue.ack(
+  p_job_id bigint,
+  p_worker_id text,
+  p_attempt int DEFAULT NULL
+)
+RETURNS boolean
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  v_queue text;
+BEGIN
+  PERFORM pgqueue.require(p_job_id, 'job_id');
+  PERFORM pgqueue.require(p_worker_id, 'worker_id');
+  UPDATE pgqueue.jobs j
+     SET state = 'done', finished_at = now(), updated_at = now(), lease_until = NULL
+   WHERE j.id = p_job_id
+     AND j.state = 'claimed'
+     AND j.claimed_by = p_worker_id
+     AND (p_attempt IS NULL OR j.attempts = p_attempt)
+  RETURNING j.queue INTO v_queue;
+  IF v_queue IS NULL THEN
+    RETURN false;
+  END IF;
+  PERFORM pgqueue.count_done(ARRAY[v_queue]);
+  RETURN true;
+END
+$$;
+
+-- Marks many held jobs done in one statement; returns the ids that were acknowledged (a
+-- missing id lost its lease). p_attempts pairs with p_job_ids (NULL skips the attempt check).
+CREATE OR REPLACE FUNCTION pgqueue.ack_batch(
+  p_job_ids bigint[],
+  p_worker_id text,
+  p_attempts int[] DEFAULT NULL
+)
+RETURNS bigint[]
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  v_ids bigint[];
+  v_queues text[];
+BEGIN
+  PERFORM pgqueue.require(p_job_ids, 'job_ids');
+  PERFORM pgqueue.require(p_worker_id, 'worker_id');
+  PERFORM pgqueue.require_valid(
+    p_attempts IS NULL OR cardinality(p_attempts) = cardinality(p_job_ids),
+    format('%s attempts for %s job ids', cardinality(p_attempts), cardinality(p_job_ids)));
+  WITH acked AS (
+    UPDATE pgqueue.jobs j
+       SET state = 'done', finished_at = now(), updated_at = now(), lease_until = NULL
+      FROM unnest(p_job_ids, coalesce(p_attempts, array_fill(NULL::int, ARRAY[cardinality(p_job_ids)])))
+           AS t(id, attempt)
+     WHERE j.id = t.id
+       AND j.state = 'claimed'
+       AND j.claimed_by = p_worker_id
+       AND (t.attempt IS NULL OR j.attempts = t.attempt)
+    RETURNING j.id, j.queue
+  )
+  SELECT coalesce(array_agg(a.id ORDER BY a.id), '{}'), array_agg(a.queue) INTO v_ids, v_queues
+    FROM acked a;
+  IF cardinality(v_ids) > 0 THEN
+    PERFORM pgqueue.count_done(v_queues);
+  END IF;
+  RETURN v_ids;
+END
+$$;
+
+-- The retry delay after attempt `p_attempts` fails: exponential from the queue's retry_base,
+-- capped at retry_max, with +-25% jitter so failed jobs do not retry in lockstep.
+CREATE OR REPLACE FUNCTION pgqueue.retry_delay(p_queue text, p_attempts int)
+RETURNS interval
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+  SELECT least(s.retry_max,
+               s.retry_base * power(2, least(greatest(p_attempts, 1) - 1, 40))
+                 * (0.75 + random() * 0.5))
+    FROM pgqueue.queue_settings s
+   WHERE s.queue IN (p_queue, '')
+   ORDER BY s.queue DESC
+   LIMIT 1
+$$;
+
+-- Sets a queue's retry back-off (the queue '' sets the default for queues without a row).
+CREATE OR REPLACE FUNCTION pgqueue.set_retry_backoff(p_queue text, p_base interval, p_max interval)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+  IF p_queue <> '' THEN
+    PERFORM pgqueue.check_queue_name(p_queue);
+  END IF;
+  PERFORM pgqueue.require(p_base, 'base');
+  PERFORM pgqueue.require(p_max, 'max');
+  PERFORM pgqueue.require_valid(p_base >= interval '0' AND p_max >= p_base,
+                                'back-off needs 0 <= base <= max');
+  INSERT INTO pgqueue.queue_settings VALUES (p_queue, p_base, p_max)
+  ON CONFLICT (queue) DO UPDATE SET retry_base = EXCLUDED.retry_base, retry_max = EXCLUDED.retry_max;
+END
+$$;
+
+-- The last error kept on a job: bounded so repeated failures cannot grow a row without end.
+CREATE OR REPLACE FUNCTION pgqueue.bounded_error(p_error text)
+RETURNS text
+LANGUAGE sql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT left(p_error, 2000) $$;
+
+-- Gives back a job the caller holds after a failure: requeued after a back-off (or after
+-- p_requeue_after when given), or 'dead' when that was its last attempt. Returns 'requeued',
+-- 'dead' or 'lost' (the caller no longer holds the lease). Listeners are woken only when the
+-- job is claimable at once.
+CREATE OR REPLACE FUNCTION pgqueue.nack(
+  p_job_id bigint,
+  p_worker_id text,
+  p_error text DEFAULT NULL,
+  p_requeue_after interval DEFAULT NULL,
+  p_attempt int DEFAULT NULL
+)
+RETURNS text
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  v_job pgqueue.jobs%ROWTYPE;
+  v_delay interval;
+BEGIN
+  PERFORM pgqueue.require(p_job_id, 'job_id');
+  PERFORM pgqueue.require(p_worker_id, 'worker_id');
+  PERFORM pgqueue.require_valid(p_requeue_after IS NULL OR p_requeue_after >= interval '0',
+                                'requeue_after must not be negative');
+  SELECT * INTO v_job FROM pgqueue.jobs j
+   WHERE j.id = p_job_id
+     AND j.state = 'claimed'
+     AND j.claimed_by = p_worker_id
+     AND (p_attempt IS NULL OR j.attempts = p_attempt)
+     FOR UPDATE;
+  IF NOT FOUND THEN
+    RETURN 'lost';
+  END IF;
+  IF v_job.attempts >= v_job.max_attempts THEN
+    UPDATE pgqueue.jobs j
+       SET state = 'dead', last_error = pgqueue.bounded_error(p_error), finished_at = now(),
+           updated_at = now(), lease_until = NULL
+     WHERE j.id = p_job_id;
+    RETURN 'dead';
+  END IF;
+  v_delay := coalesce(p_requeue_after, pgqueue.retry_delay(v_job.queue, v_job.attempts));
+  UPDATE pgqueue.jobs j
+     SET state = 'ready', run_after = now() + v_delay, last_error = pgqueue.bounded_error(p_error),
+         claimed_by = NULL, claimed_at = NULL, lease_until = NULL, updated_at = now()
+   WHERE j.id = p_job_id;
+  IF v_delay <= interval '0' THEN
+    PERFORM pgqueue.notify_queue(v_job.queue);
+  END IF;
+  RETURN 'requeued';
+END
+$$;
+
+-- Gives back a held job without counting the attempt (a worker shutting down): ready at once.
+-- False when the lease is lost.
+CREATE OR REPLACE FUNCTION pgqueue.release(
+  p_job_id bigint,
+  p_worker_id text,
+  p_attempt int DEFAULT NULL
+)
+RETURNS boolean
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  v_queue text;
+BEGIN
+  PERFORM pgqueue.require(p_job_id, 'job_id');
+  PERFORM pgqueue.require(p_worker_id, 'worker_id');
+  UPDATE pgqueue.jobs j
+     SET state = 'ready', attempts = j.attempts - 1, run_after = now(), claimed_by = NULL,
+         claimed_at = NULL, lease_until = NULL, updated_at = now()
+   WHERE j.id = p_job_id
+     AND j.state = 'claimed'
+     AND j.claimed_by = p_worker_id
+     AND (p_attempt IS NULL OR j.attempts = p_attempt)
+  RETURNING j.queue INTO v_queue;
+  IF v_queue IS NULL THEN
+    RETURN false;
+  END IF;
+  PERFORM pgqueue.notify_queue(v_queue);
+  RETURN true;
+END
+$$;
+
+-- ── maintenance ───────────────────────────────────────────────────────────────────────────
+
+-- Takes back jobs whose lease expired more than p_grace ago: ready again (woken at once), or
+-- 'dead' when the expired attempt was the last one, so a job that kills its worker cannot run
+-- without bound. Ready jobs that already used all attempts (left by the seed's janitor) are
+-- ended 'dead' too. Returns how many jobs it changed. Safe to run often and from many places.
+CREATE OR REPLACE FUNCTION pgqueue.janitor_reset_stale_claims(
+  p_grace interval DEFAULT '0 seconds'::interval
+)
+RETURNS int
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  v_count int := 0;
+  v_exhausted int;
+  v_queue text;
+BEGIN
+  PERFORM pgqueue.require(p_grace, 'grace');
+  FOR v_queue IN
+    WITH stale AS (
+      SELECT j.id FROM pgqueue.jobs j
+       WHERE j.state = 'claimed' AND j.lease_until + p_grace < now()
+         FOR UPDATE SKIP LOCKED
+    ), reset AS (
+      UPDATE pgqueue.jobs j
+         SET state = CASE WHEN j.attempts >= j.max_attempts THEN 'dead' ELSE 'ready' END,
+             finished_at = CASE WHEN j.attempts >= j.max_attempts THEN now() END,
+             run_after = now(),
+             last_error = pgqueue.bounded_error(format(
+               'lease expired on attempt %s of %s (worker %s, lease until %s)%s',
+               j.attempts, j.max_attempts, j.claimed_by, j.lease_until,
+               CASE WHEN j.attempts >= j.max_attempts THEN ': no attempts left' ELSE '' END)),
+             claimed_by = NULL, claimed_at = NULL, lease_until = NULL, updated_at = now()
+        FROM stale
+       WHERE j.id = stale.id
+      RETURNING j.queue, j.state
+    )
+    SELECT r.queue FROM reset r
+  LOOP
+    v_count := v_count + 1;
+    PERFORM pgqueue.notify_queue(v_queue);  -- folds: one per queue
+  END LOOP;
+
+  WITH exhausted AS (
+    UPDATE pgqueue.jobs j
+       SET state = 'dead', finished_at = now(), updated_at = now(),
+           last_error = pgqueue.bounded_error(format(
+             'no attempts left (%s of %s used) when found ready', j.attempts, j.max_attempts))
+     WHERE j.id IN (SELECT r.id FROM pgqueue.jobs r
+                     WHERE r.state = 'ready' AND r.attempts >= r.max_attempts
+                       FOR UPDATE SKIP LOCKED)
+    RETURNING 1
+  )
+  SELECT count(*) INTO v_exhausted FROM exhausted;
+  RETURN v_count + v_exhausted;
+END
+$$;
+
+-- Cancels a job that has not started (ready): it ends 'cancelled'. False when the job is not
+-- ready (running, finished or missing).
+CREATE OR REPLACE FUNCTION pgqueue.cancel(p_job_id bigint)
+RETURNS boolean
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+  PERFORM pgqueue.require(p_job_id, 'job_id');
+  UPDATE pgqueue.jobs j
+     SET state = 'cancelled', finished_at = now(), updated_at = now()
+   WHERE j.id = p_job_id AND j.state = 'ready';
+  RETURN FOUND;
+END
+$$;
+
+-- Puts dead jobs of a queue back to ready with a fresh set of attempts: all of them, or only
+-- p_job_ids. Returns how many; wakes the queue's listeners.
+CREATE OR REPLACE FUNCTION pgqueue.retry_dead(p_queue text, p_job_ids bigint[] DEFAULT NULL)
+RETURNS int
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  v_count int;
+BEGIN
+  PERFORM pgqueue.check_queue_name(p_queue);
+  UPDATE pgqueue.jobs j
+     SET state = 'ready', attempts = 0, run_after = now(), finished_at = NULL, updated_at = now()
+   WHERE j.queue = p_queue AND j.state = 'dead'
+     AND (p_job_ids IS NULL OR j.id = ANY (p_job_ids));
+  GET DIAGNOSTICS v_count = ROW_COUNT;
+  IF v_count > 0 THEN
+    PERFORM pgqueue.notify_queue(p_queue);
+  END IF;
+  RETURN v_count;
+END
+$$;
+
+-- Deletes finished jobs past their retention, at most p_batch_size of each kind per call so no
+-- call holds a long transaction; call it until it returns zeros (or CALL pgqueue.gc_all()).
+-- Cancelled jobs share the done retention.
+CREATE OR REPLACE FUNCTION pgqueue.gc(
+  p_retain_done interval DEFAULT '7 days'::interval,
+  p_retain_dead interval DEFAULT '30 days'::interval,
+  p_batch_size int DEFAULT 10000
+)
+RETURNS TABLE (done_deleted int, dead_deleted int)
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+  PERFORM pgqueue.require(p_retain_done, 'retain_done');
+  PERFORM pgqueue.require(p_retain_dead, 'retain_dead');
+  PERFORM pgqueue.require(p_batch_size, 'batch_size');
+  PERFORM pgqueue.require_valid(p_batch_size >= 1, 'batch_size must be at least 1');
+  WITH gone AS (
+    DELETE FROM pgqueue.jobs j
+     WHERE j.id IN (SELECT f.id FROM pgqueue.jobs f
+                     WHERE f.state IN ('done', 'cancelled') AND f.finished_at < now() - p_retain_done
+                     LIMIT p_batch_size
+                       FOR UPDATE SKIP LOCKED)
+    RETURNING j.queue, j.state
+  ), counted AS (
+    -- Deleted done jobs leave the counters (as a negative delta in slot 0).
+    INSERT INTO pgqueue.done_counts (queue, slot, n)
+    SELECT g.queue, 0, -count(*) FROM gone g WHERE g.state = 'done' GROUP BY g.queue
+    ON CONFLICT (queue, slot) DO UPDATE SET n = pgqueue.done_counts.n + EXCLUDED.n
+  )
+  SELECT count(*)::int INTO done_deleted FROM gone;
+
+  WITH gone AS (
+    DELETE FROM pgqueue.jobs j
+     WHERE j.id IN (SELECT f.id FROM pgqueue.jobs f
+                     WHERE f.state = 'dead' AND f.finished_at < now() - p_retain_dead
+                     LIMIT p_batch_size
+                       FOR UPDATE SKIP LOCKED)
+    RETURNING 1
+  )
+  SELECT count(*)::int INTO dead_deleted FROM gone;
+
+  -- Fold the counter shards of queues with nothing left so the table stays small.
+  DELETE FROM pgqueue.done_counts c
+   WHERE c.queue IN (SELECT d.queue FROM pgqueue.done_counts d GROUP BY d.queue HAVING sum(d.n) = 0);
+  RETURN NEXT;
+END
+$$;
+
+-- Runs gc in batches until nothing is left to delete, committing after each batch. A procedure
+-- (CALL it outside a transaction block); it cannot pin search_path because that forbids COMMIT,
+-- so it only calls the pinned pgqueue.gc.
+CREATE OR REPLACE PROCEDURE pgqueue.gc_all(
+  p_retain_done interval DEFAULT '7 days'::interval,
+  p_retain_dead interval DEFAULT '30 days'::interval,
+  p_batch_size int DEFAULT 10000
+)
+LANGUAGE plpgsql
+AS $$
+DECLARE
+  v_done int;
+  v_dead int;
+BEGIN
+  LOOP
+    SELECT g.done_deleted, g.dead_deleted INTO v_done, v_dead
+      FROM pgqueue.gc(p_retain_done, p_retain_dead, p_batch_size) g;
+    COMMIT;
+    EXIT WHEN v_done = 0 AND v_dead = 0;
+  END LOOP;
+END
+$$;
+
+-- ── observability ─────────────────────────────────────────────────────────────────────────
+
+-- Jobs per queue and state, cheap with millions of completed jobs retained: live states are
+-- counted through their partial indexes, done jobs come from the done counters (so `oldest`
+-- and `newest_update` are NULL for them). `lag` is how long the oldest due ready job has
+-- waited (the queue's lag); NULL for other states.
+CREATE OR REPLACE VIEW pgqueue.depth AS
+SELECT s.queue, s.state, s.count, s.oldest, s.newest_update, s.lag
+  FROM (
+    SELECT j.queue, j.state, count(*) AS count, min(j.created_at) AS oldest,
+           max(j.updated_at) AS newest_update,
+           CASE WHEN j.state = 'ready'
+                THEN now() - min(j.run_after) FILTER (WHERE j.run_after <= now()) END AS lag
+      FROM pgqueue.jobs j
+     WHERE j.state IN ('ready', 'claimed')
+     GROUP BY j.queue, j.state
+    UNION ALL
+    SELECT j.queue, j.state, count(*), min(j.created_at), max(j.updated_at), NULL::interval
+      FROM pgqueue.jobs j
+     WHERE j.state IN ('dead', 'cancelled')
+     GROUP BY j.queue, j.state
+    UNION ALL
+    SELECT c.queue, 'done', sum(c.n)::bigint, NULL::timestamptz, NULL::timestamptz, NULL::interval
+      FROM pgqueue.done_counts c
+     GROUP BY c.queue
+    HAVING sum(c.n) > 0
+  ) s
+ ORDER BY s.queue, s.state;
+
+-- ── version ───────────────────────────────────────────────────────────────────────────────
+INSERT INTO pgqueue.schema_version (singleton, version) VALUES (true, 2)
+ON CONFLICT (singleton) DO UPDATE SET version = 2, installed_at = now()
+  WHERE pgqueue.schema_version.version < 2;
+
+COMMIT;
+)pgqueue_sql";
+
+}  // namespace pgqueue::detail

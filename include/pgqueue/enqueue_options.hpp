@@ -1,0 +1,24 @@
+// Options for adding jobs.
+#pragma once
+
+#include <chrono>
+#include <optional>
+#include <string>
+
+namespace pgqueue {
+
+/// How a job is added. Designated initialisers read well:
+/// `q.enqueue(payload, {.idempotency_key = "welcome-42", .priority = 5})`.
+struct enqueue_options {
+  /// Dedupe key: while a job with this key exists in the queue, enqueueing it again returns
+  /// that job's id instead of adding another.
+  std::optional<std::string> idempotency_key{};
+  /// Higher runs sooner.
+  int priority = 0;
+  /// Not claimable before this time (default: now).
+  std::optional<std::chrono::system_clock::time_point> run_after{};
+  /// Runs at most this many times (>= 1); after that the job ends `dead`.
+  int max_attempts = 5;
+};
+
+}  // namespace pgqueue

@@ -1,0 +1,177 @@
+// pgqueue::lease: a claimed job, held for as long as the object lives.
+#pragma once
+
+#include <chrono>
+#include <exception>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include <asio/awaitable.hpp>
+#include <asio/cancellation_signal.hpp>
+#include <asio/co_spawn.hpp>
+#include <asio/detached.hpp>
+
+#include "pgqueue/connect.hpp"
+#include "pgqueue/detail/lease_state.hpp"
+#include "pgqueue/error.hpp"
+#include "pgqueue/job.hpp"
+
+namespace pgqueue {
+
+class worker;
+
+/// What a nack did to the job.
+enum class nack_result {
+  requeued,  ///< The job will be retried (after the back-off or the given delay).
+  dead,      ///< That was its last attempt: the job ended `dead`.
+};
+
+/// A claimed job, held while the object lives (move-only). It heartbeats on its own every
+/// `heartbeat_interval`, so a job may run far longer than the lease length. If the lease is
+/// lost (a heartbeat refused: the janitor took the job back, or the lease ran out while the
+/// server was unreachable), `lost()` turns true and `lost_slot()` fires; `ack`/`nack` then throw
+/// `errc::lease_lost` instead of touching the job's new attempt.
+///
+/// Destroying a lease that was neither acked, nacked nor released nacks it in the background
+/// (the destructor never blocks) with the reason "abandoned", or "abandoned: exception during
+/// handler" while an exception unwinds. If the process dies instead, the lease simply expires.
+class lease {
+ public:
+  lease(lease&&) noexcept = default;
+  lease& operator=(lease&& other) noexcept {
+    if (this != &other) {
+      abandon();
+      state_ = std::move(other.state_);
+      unwinding_at_start_ = other.unwinding_at_start_;
+    }
+    return *this;
+  }
+  lease(const lease&) = delete;
+  lease& operator=(const lease&) = delete;
+  ~lease() { abandon(); }
+
+  /// The job: id, queue, payload (JSON text), priority, attempts, max_attempts.
+  const pgqueue::job& job() const noexcept { return state_->the_job; }
+
+  /// Whether ack, nack or release was already called (or the lease is empty).
+  bool finished() const noexcept { return !state_ || state_->finished; }
+
+  /// Whether the lease is known to be lost. No round trip.
+  bool lost() const noexcept { return state_ && state_->lost; }
+
+  /// Emitted (terminal cancellation) on the connection's strand when the lease is lost; bind a
+  /// handler's operations to it with asio::bind_cancellation_slot to stop work that no longer
+  /// counts.
+  asio::cancellation_slot lost_slot() noexcept { return state_->lost_signal.slot(); }
+
+  /// Marks the job done. One round trip. Throws `errc::lease_lost` when the job is no longer
+  /// held (nothing is changed), `errc::lease_finished` when already finished, or a connection
+  /// error (the lease then expires and the job runs again: at-least-once).
+  asio::awaitable<void> ack() {
+    auto s = finish();
+    auto r = co_await s->db.query("SELECT pgqueue.ack($1, $2, $3)",
+                                  {s->the_job.id, s->worker_id, s->the_job.attempts});
+    if (!r.get<bool>(0, 0)) throw lost_error(*s);
+  }
+
+  /// Gives the job back after a failure: retried after the queue's back-off (or `delay`), or
+  /// ended `dead` when this was its last attempt; `reason` is kept in `last_error`. One round
+  /// trip. Throws as `ack`.
+  asio::awaitable<nack_result> nack(std::string reason,
+                                    std::optional<std::chrono::milliseconds> delay = {}) {
+    auto s = finish();
+    auto r = co_await s->db.query(
+        "SELECT pgqueue.nack($1, $2, $3, $4::interval, $5)",
+        {s->the_job.id, s->worker_id, std::move(reason),
+         delay ? std::optional<std::string>(detail::lease_state::interval(*delay)) : std::nullopt,
+         s->the_job.attempts});
+    auto outcome = r.get<std::string>(0, 0);
+    if (outcome == "lost") throw lost_error(*s);
+    co_return outcome == "dead" ? nack_result::dead : nack_result::requeued;
+  }
+
+  /// Gives the job back without using up its attempt (e.g. shutting down): ready again at once.
+  /// One round trip. Throws as `ack`.
+  asio::awaitable<void> release() {
+    auto s = finish();
+    auto r = co_await s->db.query("SELECT pgqueue.release($1, $2, $3)",
+                                  {s->the_job.id, s->worker_id, s->the_job.attempts});
+    if (!r.get<bool>(0, 0)) throw lost_error(*s);
+  }
+
+ private:
+  friend class queue;
+  friend class worker;
+
+  explicit lease(std::shared_ptr<detail::lease_state> s)
+      : state_(std::move(s)), unwinding_at_start_(std::uncaught_exceptions()) {
+    state_->start_heartbeat();
+  }
+
+  static error lost_error(const detail::lease_state& s) {
+    return error(errc::lease_lost,
+                 "lease lost: job " + std::to_string(s.the_job.id) + " (attempt " +
+                     std::to_string(s.the_job.attempts) + ") is no longer held by worker '" +
+                     s.worker_id + "'; it was taken back after its lease expired");
+  }
+
+  // Ends the lease's own life (heartbeats stop) before a final operation; throws if that is
+  // not possible.
+  std::shared_ptr<detail::lease_state> finish() {
+    if (!state_) throw error(errc::lease_finished, "lease is empty (moved from)");
+    if (state_->finished.exchange(true)) {
+      throw error(errc::lease_finished,
+                  "lease of job " + std::to_string(state_->the_job.id) + " already finished");
+    }
+    state_->stop_heartbeat();
+    if (state_->lost) throw lost_error(*state_);
+    return state_;
+  }
+
+  // Ends the lease without telling the server (it is already lost).
+  void forget() noexcept {
+    if (!state_) return;
+    state_->finished = true;
+    state_->stop_heartbeat();
+    state_.reset();
+  }
+
+  // Hands the job to the worker's batched ack instead of acking it here.
+  std::shared_ptr<detail::lease_state> detach_for_ack() {
+    auto s = finish();
+    state_.reset();
+    return s;
+  }
+
+  void abandon() noexcept {
+    if (!state_ || state_->finished.exchange(true)) return;
+    state_->stop_heartbeat();
+    std::string reason = std::uncaught_exceptions() > unwinding_at_start_
+                             ? "abandoned: exception during handler"
+                             : "abandoned";
+    try {
+      asio::co_spawn(state_->db.get_executor(), nack_in_background(state_, std::move(reason)),
+                     asio::detached);
+    } catch (...) {
+      // Spawning failed (out of memory): the lease expires and the job runs again.
+    }
+    state_.reset();
+  }
+
+  static asio::awaitable<void> nack_in_background(std::shared_ptr<detail::lease_state> s,
+                                                  std::string reason) {
+    try {
+      co_await s->db.query("SELECT pgqueue.nack($1, $2, $3, NULL, $4)",
+                           {s->the_job.id, s->worker_id, std::move(reason), s->the_job.attempts});
+    } catch (const std::exception&) {
+      // Nobody is left to tell; the lease expires and the job is retried.
+    }
+  }
+
+  std::shared_ptr<detail::lease_state> state_;
+  int unwinding_at_start_ = 0;
+};
+
+}  // namespace pgqueue

@@ -1,0 +1,13 @@
+// Everything pgqueue offers, in one include.
+#pragma once
+
+#include "pgqueue/connect.hpp"
+#include "pgqueue/enqueue_options.hpp"
+#include "pgqueue/error.hpp"
+#include "pgqueue/job.hpp"
+#include "pgqueue/lease.hpp"
+#include "pgqueue/migrate.hpp"
+#include "pgqueue/queue.hpp"
+#include "pgqueue/queue_options.hpp"
+#include "pgqueue/worker.hpp"
+#include "pgqueue/worker_options.hpp"

@@ -1,0 +1,218 @@
+// pgqueue::queue: enqueue, claim and watch one named queue.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include <asio/co_spawn.hpp>
+#include <asio/detached.hpp>
+#include <asio/experimental/awaitable_operators.hpp>
+#include <asio/redirect_error.hpp>
+#include <asio/steady_timer.hpp>
+#include <asio/this_coro.hpp>
+#include <asio/use_awaitable.hpp>
+
+#include "pgqueue/connect.hpp"
+#include "pgqueue/detail/lease_state.hpp"
+#include "pgqueue/detail/queue_state.hpp"
+#include "pgqueue/detail/shield.hpp"
+#include "pgqueue/detail/worker_identity.hpp"
+#include "pgqueue/enqueue_options.hpp"
+#include "pgqueue/error.hpp"
+#include "pgqueue/lease.hpp"
+#include "pgqueue/pg/notification.hpp"
+#include "pgqueue/queue_options.hpp"
+
+namespace pgqueue {
+
+/// A notification that a job became claimable in a queue (payload: the queue name).
+using notification = pg::notification;
+
+/// A handle to one named queue on a database. Cheap to copy (copies share state); any number of
+/// coroutines may use it at once. Queue names are 1 to 255 bytes without control characters;
+/// the server refuses others with SQLSTATE 22023 at the first call.
+class queue {
+ public:
+  /// Names a queue on `db`; no round trip.
+  queue(database db, std::string name, queue_options options = {})
+      : s_(std::make_shared<detail::queue_state>()) {
+    if (options.worker_id.empty()) options.worker_id = detail::default_worker_id();
+    if (options.heartbeat_interval.count() <= 0) options.heartbeat_interval = options.lease / 3;
+    if (options.lease.count() <= 0 || options.poll_interval.count() <= 0) {
+      throw error(errc::invalid_argument, "queue_options: lease and poll_interval must be positive");
+    }
+    s_->db = std::move(db);
+    s_->name = std::move(name);
+    s_->options = std::move(options);
+  }
+
+  const std::string& name() const noexcept { return s_->name; }
+  const queue_options& options() const noexcept { return s_->options; }
+  database& db() const noexcept { return s_->db; }
+
+  /// Adds a job (`payload` is JSON text) and returns its id; with an idempotency key that is
+  /// already in the queue, returns that job's id. One round trip; listeners are woken by a
+  /// separate short transaction sent after it (not awaited). Throws the server's error:
+  /// 22P02 invalid JSON, 22023 bad queue name or max_attempts, and connection errors.
+  asio::awaitable<std::int64_t> enqueue(std::string_view payload, enqueue_options opts = {}) {
+    auto r = co_await s_->db.query(
+        "SELECT pgqueue.enqueue($1, $2::jsonb, $3, $4, coalesce(to_timestamp($5::float8), now()), "
+        "$6, false)",
+        {s_->name, payload, opts.idempotency_key, opts.priority, epoch(opts.run_after),
+         opts.max_attempts});
+    wake();
+    co_return r.get<std::int64_t>(0, 0);
+  }
+
+  /// Adds many jobs in one statement and one round trip; ids in input order. Options apply to
+  /// every job, except `idempotency_key`, which batch calls refuse (use `keys`: one per payload,
+  /// std::nullopt for none). Throws as `enqueue`.
+  asio::awaitable<std::vector<std::int64_t>> enqueue_batch(
+      const std::vector<std::string>& payloads, enqueue_options opts = {},
+      const std::vector<std::optional<std::string>>& keys = {}) {
+    if (opts.idempotency_key) {
+      throw error(errc::invalid_argument, "enqueue_batch takes one key per payload in `keys`");
+    }
+    pg::params p{s_->name, payloads};
+    if (keys.empty()) {
+      p.add(std::nullopt);
+    } else {
+      p.add(keys);
+    }
+    p.add(opts.priority).add(epoch(opts.run_after)).add(opts.max_attempts);
+    auto r = co_await s_->db.query(
+        "SELECT unnest(pgqueue.enqueue_batch($1, $2::jsonb[], $3::text[], $4, "
+        "coalesce(to_timestamp($5::float8), now()), $6, false))",
+        std::move(p));
+    if (!payloads.empty()) wake();
+    std::vector<std::int64_t> ids;
+    ids.reserve(r.rows());
+    for (int i = 0; i < r.rows(); ++i) ids.push_back(r.get<std::int64_t>(i, 0));
+    co_return ids;
+  }
+
+  /// Claims the next due job, or returns nothing at once when there is none. One round trip.
+  asio::awaitable<std::optional<lease>> try_claim() {
+    auto got = co_await try_claim_batch(1);
+    if (got.empty()) co_return std::nullopt;
+    co_return std::move(got.front());
+  }
+
+  /// Claims up to `max` due jobs (1 to 10000) in one round trip; empty when none is due.
+  asio::awaitable<std::vector<lease>> try_claim_batch(int max) {
+    const auto& o = s_->options;
+    auto r = co_await s_->db.query(
+        "SELECT id, queue, payload::text, priority, attempts, max_attempts "
+        "FROM pgqueue.claim_batch($1, $2, $3, $4::interval)",
+        {s_->name, o.worker_id, max, detail::lease_state::interval(o.lease)});
+    std::vector<lease> out;
+    out.reserve(r.rows());
+    for (int i = 0; i < r.rows(); ++i) {
+      job j{r.get<std::int64_t>(i, 0), r.get<std::string>(i, 1), r.get<std::string>(i, 2),
+            r.get<int>(i, 3),          r.get<int>(i, 4),         r.get<int>(i, 5)};
+      out.push_back(lease(std::make_shared<detail::lease_state>(
+          s_->db, std::move(j), o.worker_id, o.lease, o.heartbeat_interval)));
+    }
+    co_return out;
+  }
+
+  /// Waits until a job is claimable and claims it. Idle, it waits on LISTEN/NOTIFY and re-checks
+  /// at least every `poll_interval` (and when a scheduled job falls due), so a lost
+  /// notification delays a claim but never loses it. Cancellable (per-operation cancellation);
+  /// a round trip per check.
+  asio::awaitable<lease> claim() {
+    auto got = co_await claim_batch(1);
+    co_return std::move(got.front());
+  }
+
+  /// Waits until at least one job is claimable, then claims up to `max`. As `claim`.
+  /// Cancellation interrupts only the waiting: a claim request already sent is completed and
+  /// its jobs returned, so a cancelled claim never strands jobs on the server.
+  asio::awaitable<std::vector<lease>> claim_batch(int max) {
+    auto got = co_await detail::shielded(try_claim_batch(max));
+    if (!got.empty()) co_return got;
+    // Subscribe before checking again: a job committed after this check is then announced to
+    // us, and one committed before it is found by it.
+    auto sub = co_await s_->db.subscribe(co_await channel());
+    asio::steady_timer timer(co_await asio::this_coro::executor);
+    for (;;) {
+      got = co_await detail::shielded(try_claim_batch(max));
+      if (!got.empty()) co_return got;
+      timer.expires_after(co_await idle_wait());
+      using namespace asio::experimental::awaitable_operators;
+      std::error_code ec;
+      co_await (sub.next() || timer.async_wait(asio::redirect_error(asio::use_awaitable, ec)));
+    }
+  }
+
+  /// The next notification that a job became claimable in this queue (enqueue, immediate retry,
+  /// janitor, retry_dead). The first call subscribes (one round trip); notifications arriving
+  /// between calls are kept. Notifications can be lost while disconnected: use it as a hint,
+  /// not a count. Cancellable. Meant for one waiting coroutine per queue handle.
+  asio::awaitable<notification> next_notification() {
+    if (!s_->watcher) s_->watcher.emplace(co_await s_->db.subscribe(co_await channel()));
+    co_return co_await s_->watcher->next();
+  }
+
+ private:
+  static std::optional<double> epoch(std::optional<std::chrono::system_clock::time_point> t) {
+    if (!t) return std::nullopt;
+    return std::chrono::duration<double>(t->time_since_epoch()).count();
+  }
+
+  // The queue's LISTEN channel (asked of the server once: it validates the name too).
+  asio::awaitable<std::string> channel() {
+    if (s_->channel.empty()) {
+      auto r = co_await s_->db.query("SELECT pgqueue.channel($1), pgqueue.check_queue_name($1)",
+                                     {s_->name});
+      s_->channel = r.get<std::string>(0, 0);
+    }
+    co_return s_->channel;
+  }
+
+  // How long an idle claim sleeps: the poll interval, or less when a job falls due sooner.
+  asio::awaitable<std::chrono::milliseconds> idle_wait() {
+    auto r = co_await s_->db.query(
+        "SELECT ceil(extract(epoch FROM pgqueue.next_run_after($1) - clock_timestamp()) * 1000)",
+        {s_->name});
+    auto wait = s_->options.poll_interval;
+    if (auto ms = r.get<std::optional<double>>(0, 0)) {
+      wait = std::min(wait, std::chrono::milliseconds(std::max<std::int64_t>(
+                                static_cast<std::int64_t>(*ms), 1)));
+    }
+    co_return wait;
+  }
+
+  // Announces new jobs in a transaction of its own after they committed (see pgqueue.wake).
+  // While one wake is on its way, further enqueues fold into one more.
+  void wake() {
+    if (s_->wake_in_flight) {
+      s_->wake_again = true;
+      return;
+    }
+    s_->wake_in_flight = true;
+    asio::co_spawn(s_->db.get_executor(), send_wakes(s_), asio::detached);
+  }
+
+  static asio::awaitable<void> send_wakes(std::shared_ptr<detail::queue_state> s) {
+    do {
+      s->wake_again = false;
+      try {
+        co_await s->db.query("SELECT pgqueue.wake($1)", {s->name});
+      } catch (const std::exception&) {
+        // A lost wake-up only delays idle workers until their next poll.
+      }
+    } while (s->wake_again);
+    s->wake_in_flight = false;
+  }
+
+  std::shared_ptr<detail::queue_state> s_;
+};
+
+}  // namespace pgqueue

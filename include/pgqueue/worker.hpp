@@ -1,0 +1,278 @@
+// pgqueue::worker: runs a handler over a queue with N jobs at a time.
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include <asio/bind_cancellation_slot.hpp>
+#include <asio/cancellation_signal.hpp>
+#include <asio/co_spawn.hpp>
+#include <asio/detached.hpp>
+#include <asio/this_coro.hpp>
+#include <asio/use_awaitable.hpp>
+
+#include "pgqueue/detail/event.hpp"
+#include "pgqueue/lease.hpp"
+#include "pgqueue/queue.hpp"
+#include "pgqueue/worker_options.hpp"
+
+namespace pgqueue {
+
+/// Counters of what a worker did (read them from the worker's executor, e.g. after run()).
+struct worker_stats {
+  std::uint64_t claimed = 0;   ///< jobs claimed
+  std::uint64_t acked = 0;     ///< handler returned, job marked done
+  std::uint64_t failed = 0;    ///< handler threw, job nacked (retried later, or dead)
+  std::uint64_t lost = 0;      ///< lease lost (or ack unconfirmed) before the job could finish
+  std::uint64_t released = 0;  ///< given back unfinished at stop()
+  std::uint64_t janitor_reset = 0;  ///< expired leases this worker's janitor took back
+};
+
+/// Runs a handler for each job of a queue, `concurrency` at a time: acks when the handler
+/// returns, nacks with the exception's message when it throws. Claims in batches and coalesces
+/// acks when busy, waits on notifications when idle, and runs the janitor when it holds the
+/// fleet's janitor lock. Everything runs on the executor that awaits run() and on the queue's
+/// connection. The worker must outlive run().
+class worker {
+ public:
+  /// `handler` is called as `co_await handler(lease&)` (it may ack/nack itself, or watch
+  /// `lease.lost_slot()`) or as `co_await handler(const job&)`.
+  template <class Handler>
+  worker(queue q, Handler handler, worker_options options = {})
+      : q_(std::move(q)), options_(options) {
+    if constexpr (std::is_invocable_v<Handler&, lease&>) {
+      handler_ = std::move(handler);
+    } else {
+      static_assert(std::is_invocable_v<Handler&, const job&>,
+                    "a worker handler takes (pgqueue::lease&) or (const pgqueue::job&)");
+      handler_ = [h = std::move(handler)](lease& l) mutable { return h(l.job()); };
+    }
+    if (options_.concurrency < 1) throw error(errc::invalid_argument, "concurrency must be >= 1");
+    if (options_.claim_batch <= 0) options_.claim_batch = options_.concurrency;
+    options_.claim_batch = std::min({options_.claim_batch, options_.concurrency, 10000});
+  }
+
+  worker(const worker&) = delete;
+  worker& operator=(const worker&) = delete;
+
+  /// Claims and handles jobs until stop(); then lets running handlers finish (up to
+  /// stop_timeout), cancels and releases the rest, waits for pending acks and returns. Throws
+  /// when its own claim fails (e.g. the connection is lost), after the same shutdown.
+  asio::awaitable<void> run() {
+    auto ex = co_await asio::this_coro::executor;
+    changed_.emplace(ex);
+    executor_ = ex;
+    if (options_.janitor_interval.count() > 0) {
+      janitor_running_ = true;
+      asio::co_spawn(ex, janitor_loop(), asio::detached);
+    }
+    std::exception_ptr failure;
+    try {
+      co_await claim_loop(ex);
+    } catch (...) {
+      if (!stopping_) failure = std::current_exception();
+    }
+    stopping_ = true;
+    co_await drain();
+    if (failure) std::rethrow_exception(failure);
+  }
+
+  /// Asks run() to stop: no more claims; running handlers get stop_timeout to finish. Call it
+  /// on the worker's executor (e.g. from a signal_set handler).
+  void stop() {
+    if (stopping_) return;
+    stopping_ = true;
+    stop_signal_.emit(asio::cancellation_type::terminal);
+    if (changed_) changed_->notify();
+  }
+
+  const worker_stats& stats() const noexcept { return stats_; }
+
+ private:
+  using clock = std::chrono::steady_clock;
+
+  // A running handler, cancellable once stop_timeout has passed.
+  struct running {
+    asio::cancellation_signal cancel;
+  };
+
+  asio::awaitable<void> claim_loop(asio::any_io_executor ex) {
+    while (!stopping_) {
+      const int free = options_.concurrency - in_flight_;
+      if (free == 0) {
+        co_await changed_->wait(std::chrono::seconds(1));
+        continue;
+      }
+      // Only the idle wait is cancelled by stop(); a claim already sent still returns its jobs.
+      auto got = co_await asio::co_spawn(
+          ex, q_.claim_batch(std::min(free, options_.claim_batch)),
+          asio::bind_cancellation_slot(stop_signal_.slot(), asio::use_awaitable));
+      stats_.claimed += got.size();
+      for (auto& l : got) {
+        if (stopping_) {
+          co_await give_back(l);
+          continue;
+        }
+        auto r = std::make_shared<running>();
+        handlers_.push_back(r);
+        ++in_flight_;
+        asio::co_spawn(ex, run_job(std::move(l), r),
+                       asio::bind_cancellation_slot(r->cancel.slot(), asio::detached));
+      }
+    }
+  }
+
+  asio::awaitable<void> give_back(lease& l) {
+    try {
+      co_await l.release();
+      ++stats_.released;
+    } catch (const std::exception&) {
+      ++stats_.lost;  // it expires and runs again
+    }
+  }
+
+  asio::awaitable<void> run_job(lease l, std::shared_ptr<running> self) {
+    std::optional<std::string> failure;
+    try {
+      co_await handler_(l);
+    } catch (const std::exception& e) {
+      failure = e.what();
+    } catch (...) {
+      failure = "handler threw a non-standard exception";
+    }
+    try {
+      if (l.finished()) {
+        // The handler acked or nacked the job itself.
+      } else if (l.lost()) {
+        l.forget();
+        ++stats_.lost;
+      } else if (forced_) {
+        co_await give_back(l);
+      } else if (failure) {
+        co_await l.nack(*failure);
+        ++stats_.failed;
+      } else if (options_.coalesce_acks) {
+        to_ack_.push_back(l.detach_for_ack());
+        flush_acks();
+      } else {
+        co_await l.ack();
+        ++stats_.acked;
+      }
+    } catch (const std::exception&) {
+      ++stats_.lost;  // lease lost, or the connection failed: the job runs again
+    }
+    --in_flight_;
+    std::erase(handlers_, self);
+    changed_->notify();
+  }
+
+  // Sends finished jobs in one ack_batch; those finishing meanwhile wait for the next.
+  void flush_acks() {
+    if (ack_in_flight_ || to_ack_.empty()) return;
+    ack_in_flight_ = true;
+    asio::co_spawn(*executor_, ack_loop(), asio::detached);
+  }
+
+  asio::awaitable<void> ack_loop() {
+    while (!to_ack_.empty()) {
+      auto batch = std::move(to_ack_);
+      to_ack_.clear();
+      std::vector<std::int64_t> ids;
+      std::vector<int> attempts;
+      for (auto& s : batch) {
+        ids.push_back(s->the_job.id);
+        attempts.push_back(s->the_job.attempts);
+      }
+      try {
+        auto r = co_await q_.db().query(
+            "SELECT cardinality(pgqueue.ack_batch($1::bigint[], $2, $3::int[]))",
+            {ids, q_.options().worker_id, attempts});
+        auto acked = r.get<std::int64_t>(0, 0);
+        stats_.acked += acked;
+        stats_.lost += ids.size() - acked;
+      } catch (const std::exception&) {
+        stats_.lost += ids.size();  // unconfirmed: the leases expire and the jobs run again
+      }
+    }
+    ack_in_flight_ = false;
+    changed_->notify();
+  }
+
+  asio::awaitable<void> drain() {
+    const auto deadline = clock::now() + options_.stop_timeout;
+    while (in_flight_ > 0 && clock::now() < deadline) {
+      co_await changed_->wait(std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - clock::now() + std::chrono::milliseconds(1)));
+    }
+    if (in_flight_ > 0) {
+      forced_ = true;
+      for (auto handlers = handlers_; auto& r : handlers) {
+        r->cancel.emit(asio::cancellation_type::terminal);
+      }
+    }
+    while (in_flight_ > 0 || ack_in_flight_ || janitor_running_) {
+      changed_->notify();  // wakes the janitor loop so it sees stopping_
+      co_await changed_->wait(std::chrono::milliseconds(100));
+    }
+  }
+
+  // One worker per database runs the janitor: whoever holds this session-level advisory lock.
+  static constexpr std::int64_t janitor_lock_key = 8100266002545501542;
+
+  asio::awaitable<void> janitor_loop() {
+    bool leader = false;
+    auto next = clock::now();
+    while (!stopping_) {
+      if (clock::now() >= next) {
+        next = clock::now() + options_.janitor_interval;
+        try {
+          if (!leader) {
+            auto r = co_await q_.db().query("SELECT pg_try_advisory_lock($1)", {janitor_lock_key});
+            leader = r.get<bool>(0, 0);
+          }
+          if (leader) {
+            auto r = co_await q_.db().query("SELECT pgqueue.janitor_reset_stale_claims()");
+            stats_.janitor_reset += r.get<std::int64_t>(0, 0);
+          }
+        } catch (const std::exception&) {
+          leader = false;  // connection trouble: try again next time (the lock may be gone)
+        }
+      }
+      co_await changed_->wait(std::chrono::duration_cast<std::chrono::milliseconds>(
+          std::max(next - clock::now(), clock::duration(std::chrono::milliseconds(1)))));
+    }
+    if (leader) {
+      try {
+        co_await q_.db().query("SELECT pg_advisory_unlock($1)", {janitor_lock_key});
+      } catch (const std::exception&) {
+      }
+    }
+    janitor_running_ = false;
+    changed_->notify();
+  }
+
+  queue q_;
+  worker_options options_;
+  std::function<asio::awaitable<void>(lease&)> handler_;
+  worker_stats stats_;
+  bool stopping_ = false;
+  bool forced_ = false;
+  bool ack_in_flight_ = false;
+  bool janitor_running_ = false;
+  int in_flight_ = 0;
+  asio::cancellation_signal stop_signal_;
+  std::optional<detail::event> changed_;
+  std::optional<asio::any_io_executor> executor_;
+  std::vector<std::shared_ptr<running>> handlers_;
+  std::vector<std::shared_ptr<detail::lease_state>> to_ack_;
+};
+
+}  // namespace pgqueue
