@@ -1,0 +1,9 @@
+// Convenience header: the whole pgqueue::pg layer.
+#pragma once
+
+#include "pgqueue/pg/connection.hpp"
+#include "pgqueue/pg/error.hpp"
+#include "pgqueue/pg/notification.hpp"
+#include "pgqueue/pg/params.hpp"
+#include "pgqueue/pg/result.hpp"
+#include "pgqueue/pg/subscription.hpp"

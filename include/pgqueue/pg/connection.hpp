@@ -1,0 +1,156 @@
+// An asynchronous PostgreSQL connection: pipelined statements, scripts and LISTEN.
+#pragma once
+
+#include <asio/any_io_executor.hpp>
+#include <asio/awaitable.hpp>
+#include <asio/use_awaitable.hpp>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "pgqueue/pg/detail/connection_impl.hpp"
+#include "pgqueue/pg/detail/identifier.hpp"
+#include "pgqueue/pg/detail/operation.hpp"
+#include "pgqueue/pg/detail/subscription_state.hpp"
+#include "pgqueue/pg/detail/to_text.hpp"
+#include "pgqueue/pg/error.hpp"
+#include "pgqueue/pg/params.hpp"
+#include "pgqueue/pg/result.hpp"
+#include "pgqueue/pg/subscription.hpp"
+
+namespace pgqueue::pg {
+
+/// Options for `connect`.
+struct connect_options {
+  /// Deadline for the whole attempt (all hosts, TLS and authentication included).
+  std::chrono::milliseconds connect_timeout{10000};
+};
+
+/// A shared handle to one server session; copies refer to the same session, and the session
+/// closes when the last copy (and last subscription) is gone. Any number of coroutines may use
+/// it at once: statements are pipelined and each gets its own answer. All work runs on a strand
+/// of the executor given to `connect`, so a multi-threaded io_context is fine. Every wait
+/// honours Asio per-operation cancellation (e.g. `||` with a timer) and then fails with
+/// `asio::error::operation_aborted`. Failures are thrown as `pg::error`.
+class connection {
+ public:
+  /// An empty handle: not open; operations fail with `errc::closed`.
+  connection() = default;
+
+  /// Runs one parameterised statement (`$1`, `$2`, ... bound from `args`, never spliced into
+  /// the SQL). One round trip, pipelined with other requests on this connection. Throws a
+  /// server error (`errc::server_error`, with SQLSTATE) if the statement fails — other requests
+  /// are unaffected; `errc::connection_lost`/`closed` if the session ends first;
+  /// `errc::invalid_argument` for SQL text with a NUL byte or more than 65535 parameters.
+  /// If cancelled after sending, the statement still runs on the server; its answer is
+  /// discarded and the connection stays usable.
+  asio::awaitable<result> query(std::string_view sql, params args = {}) const {
+    if (auto e = check(sql, args.size())) return detail::fail_awaitable<result>(e);
+    return detail::async_start<result>(
+        impl_->strand(),
+        [impl = impl_, sql = std::string(sql),
+         args = std::move(args)](detail::operation_ptr<result> op) mutable {
+          impl->submit(detail::connection_impl::make_statement(std::move(sql), std::move(op),
+                                                               std::move(args)));
+        },
+        asio::use_awaitable);
+  }
+
+  /// Runs multi-statement SQL text (transactions, DO blocks, function bodies) with the simple
+  /// query protocol. One round trip, but it waits for earlier requests to be answered and
+  /// holds later ones back until it is done. Throws the first statement's error (the server
+  /// skips the rest of the text after an error), or the connection errors as for `query`.
+  asio::awaitable<void> execute_script(std::string_view sql) const {
+    if (auto e = check(sql, 0)) return detail::fail_awaitable<void>(e);
+    return discard(detail::async_start<result>(
+        impl_->strand(),
+        [impl = impl_, sql = std::string(sql)](detail::operation_ptr<result> op) mutable {
+          auto r = detail::connection_impl::make_statement(std::move(sql), std::move(op));
+          r->type = detail::request::kind::script;
+          impl->submit(std::move(r));
+        },
+        asio::use_awaitable));
+  }
+
+  /// LISTENs on `channel` (any text up to 63 bytes without NUL; quoted as an identifier, so
+  /// quotes, spaces and non-ASCII are fine) and returns once the server confirmed it: one round
+  /// trip. Throws `errc::invalid_argument` for an unusable name.
+  asio::awaitable<subscription> subscribe(std::string channel) const {
+    return do_subscribe(impl_, std::move(channel));
+  }
+
+  /// Whether the session is usable (not closed or lost). Any thread.
+  bool is_open() const noexcept { return impl_ && impl_->is_open(); }
+
+  /// Closes the session for every copy of this handle: pending and later operations fail
+  /// with `errc::closed`. Does not wait.
+  void close() {
+    if (impl_) impl_->close();
+  }
+
+  /// The strand all of this connection's work runs on.
+  asio::any_io_executor get_executor() const {
+    return impl_ ? asio::any_io_executor(impl_->strand()) : asio::any_io_executor();
+  }
+
+  /// The server process ID of this session (0 for an empty handle).
+  int backend_pid() const noexcept { return impl_ ? impl_->backend_pid() : 0; }
+
+ private:
+  friend asio::awaitable<connection> connect(asio::any_io_executor, std::string, connect_options);
+
+  explicit connection(std::shared_ptr<detail::connection_impl> impl) : impl_(std::move(impl)) {}
+
+  std::exception_ptr check(std::string_view sql, std::size_t param_count) const {
+    if (!impl_) return detail::make_error(errc::closed, "connection handle is empty");
+    try {
+      detail::reject_nul(sql, "SQL text");
+    } catch (...) {
+      return std::current_exception();
+    }
+    if (param_count > 65535) {
+      return detail::make_error(errc::invalid_argument,
+                                "at most 65535 parameters fit in one statement");
+    }
+    return nullptr;
+  }
+
+  static asio::awaitable<void> discard(asio::awaitable<result> a) { co_await std::move(a); }
+
+  static asio::awaitable<subscription> do_subscribe(std::shared_ptr<detail::connection_impl> impl,
+                                                    std::string channel) {
+    if (!impl) throw error(errc::closed, "connection handle is empty");
+    detail::validate_channel(channel);
+    auto state = std::make_shared<detail::subscription_state>(std::move(channel));
+    auto listening = detail::async_start<result>(
+        impl->strand(),
+        [impl, state](detail::operation_ptr<result> op) { impl->listen(state, std::move(op)); },
+        asio::use_awaitable);
+    co_await std::move(listening);
+    co_return subscription(impl, state);
+  }
+
+  std::shared_ptr<detail::connection_impl> impl_;  // application handle (closes on last copy)
+};
+
+/// Opens a session without blocking the executor: libpq's non-blocking connect driven by socket
+/// readiness. `conninfo` is any libpq connection string or URI (unix socket, TCP, TLS options,
+/// several hosts). Several round trips (startup, authentication). Throws `errc::connect_failed`
+/// with libpq's explanation (a password in `conninfo` is masked), `errc::connect_timeout`
+/// after `options.connect_timeout`, or operation_aborted when cancelled.
+inline asio::awaitable<connection> connect(asio::any_io_executor ex, std::string conninfo,
+                                           connect_options options = {}) {
+  auto impl = std::make_shared<detail::connection_impl>(ex);
+  // Named rather than a temporary inside co_await: GCC 12 destroys such temporaries twice.
+  auto start = [impl, conninfo = std::move(conninfo), timeout = options.connect_timeout](
+                   detail::operation_ptr<std::shared_ptr<detail::connection_impl>> op) mutable {
+    impl->start_connect(std::move(conninfo), timeout, std::move(op));
+  };
+  auto connecting = detail::async_start<std::shared_ptr<detail::connection_impl>>(
+      impl->strand(), std::move(start), asio::use_awaitable);
+  co_return connection(co_await std::move(connecting));
+}
+
+}  // namespace pgqueue::pg

@@ -1,0 +1,72 @@
+// Per-subscription buffer and waiters; lives on the connection's strand.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <string>
+#include <utility>
+
+#include "pgqueue/pg/detail/operation.hpp"
+#include "pgqueue/pg/notification.hpp"
+
+namespace pgqueue::pg::detail {
+
+/// Queue between the reader loop and `subscription::next()`. Notifications that arrive while
+/// nobody waits are buffered (newest `capacity` kept) so none are lost between two waits.
+class subscription_state {
+ public:
+  explicit subscription_state(std::string channel, std::size_t capacity = 1024)
+      : channel_(std::move(channel)), capacity_(capacity == 0 ? 1 : capacity) {}
+
+  const std::string& channel() const noexcept { return channel_; }
+  /// Notifications discarded because the buffer was full (any thread).
+  std::uint64_t dropped() const noexcept { return dropped_.load(std::memory_order_relaxed); }
+
+  void deliver(notification n) {
+    while (!waiters_.empty() && waiters_.front()->done()) waiters_.pop_front();
+    if (!waiters_.empty()) {
+      auto op = std::move(waiters_.front());
+      waiters_.pop_front();
+      op->complete(nullptr, std::move(n));
+      return;
+    }
+    buffer_.push_back(std::move(n));
+    if (buffer_.size() > capacity_) {
+      buffer_.pop_front();
+      dropped_.fetch_add(1, std::memory_order_relaxed);
+    }
+  }
+
+  void wait(operation_ptr<notification> op) {
+    if (!buffer_.empty()) {
+      auto n = std::move(buffer_.front());
+      buffer_.pop_front();
+      op->complete(nullptr, std::move(n));
+    } else if (failure_) {
+      op->complete(failure_);
+    } else {
+      std::erase_if(waiters_, [](const auto& w) { return w->done(); });
+      waiters_.push_back(std::move(op));
+    }
+  }
+
+  /// Ends the subscription: current waiters fail now, later waits once the buffer is drained.
+  void fail(std::exception_ptr e) {
+    if (!failure_) failure_ = std::move(e);
+    auto waiters = std::exchange(waiters_, {});
+    for (auto& w : waiters) w->complete(failure_);
+  }
+
+ private:
+  std::string channel_;
+  std::size_t capacity_;
+  std::deque<notification> buffer_;
+  std::deque<operation_ptr<notification>> waiters_;
+  std::exception_ptr failure_;
+  std::atomic<std::uint64_t> dropped_{0};
+};
+
+}  // namespace pgqueue::pg::detail

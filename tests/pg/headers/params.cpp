@@ -1,0 +1,2 @@
+// Compile check: this public header must build on its own.
+#include "pgqueue/pg/params.hpp"

@@ -1,0 +1,88 @@
+// Small coroutine helpers shared by the pg layer's tests.
+#pragma once
+
+#include <asio/co_spawn.hpp>
+#include <asio/detached.hpp>
+#include <asio/redirect_error.hpp>
+#include <asio/steady_timer.hpp>
+#include <asio/this_coro.hpp>
+#include <asio/use_awaitable.hpp>
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <exception>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "pgqueue/pg/connection.hpp"
+
+namespace pgq_pg_test {
+
+namespace pg = pgqueue::pg;
+using namespace std::chrono_literals;
+
+/// Outcome of one awaited operation: its value or the pg::error it threw.
+template <class T>
+struct outcome {
+  std::optional<T> value;
+  std::optional<pg::error> failure;
+};
+
+/// Runs all `ops` concurrently on the current executor and returns their outcomes in order.
+template <class T>
+asio::awaitable<std::vector<outcome<T>>> gather(std::vector<asio::awaitable<T>> ops) {
+  auto ex = co_await asio::this_coro::executor;
+  struct shared {
+    explicit shared(asio::any_io_executor ex, std::size_t n) : all_done(ex), results(n), left(n) {}
+    asio::steady_timer all_done;  // cancelled when the last one finishes: an event, not a sleep
+    std::vector<outcome<T>> results;
+    std::size_t left;
+  };
+  auto s = std::make_shared<shared>(ex, ops.size());
+  s->all_done.expires_at(asio::steady_timer::time_point::max());
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    asio::co_spawn(
+        ex,
+        [](std::shared_ptr<shared> s, asio::awaitable<T> op,
+           std::size_t i) -> asio::awaitable<void> {
+          try {
+            s->results[i].value.emplace(co_await std::move(op));
+          } catch (const pg::error& e) {
+            s->results[i].failure.emplace(e);
+          }
+          if (--s->left == 0) s->all_done.cancel();
+        }(s, std::move(ops[i]), i),
+        asio::detached);
+  }
+  if (s->left > 0) {
+    std::error_code ec;
+    co_await s->all_done.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+  }
+  co_return std::move(s->results);
+}
+
+/// Awaits `op`, which must throw pg::error; returns it (fails the test otherwise).
+template <class T>
+asio::awaitable<pg::error> expect_error(asio::awaitable<T> op) {
+  try {
+    co_await std::move(op);
+  } catch (const pg::error& e) {
+    co_return e;
+  }
+  FAIL("expected a pg::error");
+  throw std::logic_error("unreachable");
+}
+
+/// A timer wait, for racing against an operation with `||`.
+inline asio::awaitable<void> after(std::chrono::milliseconds d) {
+  asio::steady_timer t(co_await asio::this_coro::executor, d);
+  co_await t.async_wait(asio::use_awaitable);
+}
+
+inline std::chrono::milliseconds since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
+                                                               start);
+}
+
+}  // namespace pgq_pg_test
