@@ -3,16 +3,18 @@
 
 #include <chrono>
 #include <optional>
-#include <string>
+#include <string_view>
 
 namespace pgqueue {
 
 /// How a job is added. Designated initialisers read well:
 /// `q.enqueue(payload, {.idempotency_key = "welcome-42", .priority = 5})`.
+/// Every member is trivially destructible on purpose: GCC 12 destroys an aggregate temporary
+/// twice when it is built inside a co_await expression, which the call above is.
 struct enqueue_options {
   /// Dedupe key: while a job with this key exists in the queue, enqueueing it again returns
-  /// that job's id instead of adding another.
-  std::optional<std::string> idempotency_key{};
+  /// that job's id instead of adding another. Copied when enqueue() is called.
+  std::optional<std::string_view> idempotency_key{};
   /// Higher runs sooner.
   int priority = 0;
   /// Not claimable before this time (default: now).

@@ -81,15 +81,8 @@ class lease {
   /// trip. Throws as `ack`.
   asio::awaitable<nack_result> nack(std::string reason,
                                     std::optional<std::chrono::milliseconds> delay = {}) {
-    auto s = finish();
-    auto r = co_await s->db.query(
-        "SELECT pgqueue.nack($1, $2, $3, $4::interval, $5)",
-        {s->the_job.id, s->worker_id, std::move(reason),
-         delay ? std::optional<std::string>(detail::lease_state::interval(*delay)) : std::nullopt,
-         s->the_job.attempts});
-    auto outcome = r.get<std::string>(0, 0);
-    if (outcome == "lost") throw lost_error(*s);
-    co_return outcome == "dead" ? nack_result::dead : nack_result::requeued;
+    // The coroutine takes the reason as an xvalue (see queue::enqueue on GCC 12).
+    return do_nack(finish(), std::move(reason), delay);
   }
 
   /// Gives the job back without using up its attempt (e.g. shutting down): ready again at once.
@@ -108,6 +101,19 @@ class lease {
   explicit lease(std::shared_ptr<detail::lease_state> s)
       : state_(std::move(s)), unwinding_at_start_(std::uncaught_exceptions()) {
     state_->start_heartbeat();
+  }
+
+  static asio::awaitable<nack_result> do_nack(std::shared_ptr<detail::lease_state> s,
+                                              std::string reason,
+                                              std::optional<std::chrono::milliseconds> delay) {
+    auto r = co_await s->db.query(
+        "SELECT pgqueue.nack($1, $2, $3, $4::interval, $5)",
+        {s->the_job.id, s->worker_id, reason,
+         delay ? std::optional<std::string>(detail::lease_state::interval(*delay)) : std::nullopt,
+         s->the_job.attempts});
+    auto outcome = r.get<std::string>(0, 0);
+    if (outcome == "lost") throw lost_error(*s);
+    co_return outcome == "dead" ? nack_result::dead : nack_result::requeued;
   }
 
   static error lost_error(const detail::lease_state& s) {

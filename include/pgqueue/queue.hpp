@@ -42,14 +42,16 @@ class queue {
   /// Names a queue on `db`; no round trip.
   queue(database db, std::string name, queue_options options = {})
       : s_(std::make_shared<detail::queue_state>()) {
-    if (options.worker_id.empty()) options.worker_id = detail::default_worker_id();
+    s_->worker_id = options.worker_id.empty() ? detail::default_worker_id()
+                                              : std::string(options.worker_id);
     if (options.heartbeat_interval.count() <= 0) options.heartbeat_interval = options.lease / 3;
     if (options.lease.count() <= 0 || options.poll_interval.count() <= 0) {
       throw error(errc::invalid_argument, "queue_options: lease and poll_interval must be positive");
     }
     s_->db = std::move(db);
     s_->name = std::move(name);
-    s_->options = std::move(options);
+    s_->options = options;
+    s_->options.worker_id = s_->worker_id;
   }
 
   const std::string& name() const noexcept { return s_->name; }
@@ -61,40 +63,20 @@ class queue {
   /// separate short transaction sent after it (not awaited). Throws the server's error:
   /// 22P02 invalid JSON, 22023 bad queue name or max_attempts, and connection errors.
   asio::awaitable<std::int64_t> enqueue(std::string_view payload, enqueue_options opts = {}) {
-    auto r = co_await s_->db.query(
-        "SELECT pgqueue.enqueue($1, $2::jsonb, $3, $4, coalesce(to_timestamp($5::float8), now()), "
-        "$6, false)",
-        {s_->name, payload, opts.idempotency_key, opts.priority, epoch(opts.run_after),
-         opts.max_attempts});
-    wake();
-    co_return r.get<std::int64_t>(0, 0);
+    // Coroutines take their arguments from here as xvalues: GCC 12 destroys a coroutine
+    // parameter twice when it is initialised straight from a temporary.
+    std::optional<std::string> key;
+    if (opts.idempotency_key) key.emplace(*opts.idempotency_key);
+    return do_enqueue(s_, std::string(payload), std::move(key), opts);
   }
 
   /// Adds many jobs in one statement and one round trip; ids in input order. Options apply to
   /// every job, except `idempotency_key`, which batch calls refuse (use `keys`: one per payload,
   /// std::nullopt for none). Throws as `enqueue`.
   asio::awaitable<std::vector<std::int64_t>> enqueue_batch(
-      const std::vector<std::string>& payloads, enqueue_options opts = {},
-      const std::vector<std::optional<std::string>>& keys = {}) {
-    if (opts.idempotency_key) {
-      throw error(errc::invalid_argument, "enqueue_batch takes one key per payload in `keys`");
-    }
-    pg::params p{s_->name, payloads};
-    if (keys.empty()) {
-      p.add(std::nullopt);
-    } else {
-      p.add(keys);
-    }
-    p.add(opts.priority).add(epoch(opts.run_after)).add(opts.max_attempts);
-    auto r = co_await s_->db.query(
-        "SELECT unnest(pgqueue.enqueue_batch($1, $2::jsonb[], $3::text[], $4, "
-        "coalesce(to_timestamp($5::float8), now()), $6, false))",
-        std::move(p));
-    if (!payloads.empty()) wake();
-    std::vector<std::int64_t> ids;
-    ids.reserve(r.rows());
-    for (int i = 0; i < r.rows(); ++i) ids.push_back(r.get<std::int64_t>(i, 0));
-    co_return ids;
+      std::vector<std::string> payloads, enqueue_options opts = {},
+      std::vector<std::optional<std::string>> keys = {}) {
+    return do_enqueue_batch(s_, std::move(payloads), std::move(opts), std::move(keys));
   }
 
   /// Claims the next due job, or returns nothing at once when there is none. One round trip.
@@ -117,7 +99,7 @@ class queue {
       job j{r.get<std::int64_t>(i, 0), r.get<std::string>(i, 1), r.get<std::string>(i, 2),
             r.get<int>(i, 3),          r.get<int>(i, 4),         r.get<int>(i, 5)};
       out.push_back(lease(std::make_shared<detail::lease_state>(
-          s_->db, std::move(j), o.worker_id, o.lease, o.heartbeat_interval)));
+          s_->db, std::move(j), std::string(o.worker_id), o.lease, o.heartbeat_interval)));
     }
     co_return out;
   }
@@ -161,6 +143,48 @@ class queue {
   }
 
  private:
+  static asio::awaitable<std::int64_t> do_enqueue(std::shared_ptr<detail::queue_state> s,
+                                                  std::string payload,
+                                                  std::optional<std::string> key,
+                                                  enqueue_options opts) {
+    opts.idempotency_key.reset();  // use the owned copy: the caller's text may be gone by now
+    pg::params p{s->name, payload, key, opts.priority, epoch(opts.run_after),
+                 opts.max_attempts};
+    auto r = co_await s->db.query(
+        "SELECT pgqueue.enqueue($1, $2::jsonb, $3, $4, coalesce(to_timestamp($5::float8), now()), "
+        "$6, false)",
+        std::move(p));
+    wake(s);
+    co_return r.get<std::int64_t>(0, 0);
+  }
+
+  static asio::awaitable<std::vector<std::int64_t>> do_enqueue_batch(
+      std::shared_ptr<detail::queue_state> s, std::vector<std::string> payloads,
+      enqueue_options opts, std::vector<std::optional<std::string>> keys) {
+    if (opts.idempotency_key) {
+      throw error(errc::invalid_argument, "enqueue_batch takes one key per payload in `keys`");
+    }
+    if (!keys.empty() && keys.size() != payloads.size()) {
+      throw error(errc::invalid_argument, "enqueue_batch needs one key (or nullopt) per payload");
+    }
+    pg::params p{s->name, payloads};
+    if (keys.empty()) {
+      p.add(std::nullopt);
+    } else {
+      p.add(keys);
+    }
+    p.add(opts.priority).add(epoch(opts.run_after)).add(opts.max_attempts);
+    auto r = co_await s->db.query(
+        "SELECT unnest(pgqueue.enqueue_batch($1, $2::jsonb[], $3::text[], $4, "
+        "coalesce(to_timestamp($5::float8), now()), $6, false))",
+        std::move(p));
+    if (!payloads.empty()) wake(s);
+    std::vector<std::int64_t> ids;
+    ids.reserve(r.rows());
+    for (int i = 0; i < r.rows(); ++i) ids.push_back(r.get<std::int64_t>(i, 0));
+    co_return ids;
+  }
+
   static std::optional<double> epoch(std::optional<std::chrono::system_clock::time_point> t) {
     if (!t) return std::nullopt;
     return std::chrono::duration<double>(t->time_since_epoch()).count();
@@ -191,13 +215,13 @@ class queue {
 
   // Announces new jobs in a transaction of its own after they committed (see pgqueue.wake).
   // While one wake is on its way, further enqueues fold into one more.
-  void wake() {
-    if (s_->wake_in_flight) {
-      s_->wake_again = true;
+  static void wake(const std::shared_ptr<detail::queue_state>& s) {
+    if (s->wake_in_flight) {
+      s->wake_again = true;
       return;
     }
-    s_->wake_in_flight = true;
-    asio::co_spawn(s_->db.get_executor(), send_wakes(s_), asio::detached);
+    s->wake_in_flight = true;
+    asio::co_spawn(s->db.get_executor(), send_wakes(s), asio::detached);
   }
 
   static asio::awaitable<void> send_wakes(std::shared_ptr<detail::queue_state> s) {

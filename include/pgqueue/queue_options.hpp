@@ -2,14 +2,15 @@
 #pragma once
 
 #include <chrono>
-#include <string>
+#include <string_view>
 
 namespace pgqueue {
 
-/// Settings of a `queue` handle. The defaults suit jobs that finish within minutes.
+/// Settings of a `queue` handle. The defaults suit jobs that finish within minutes. Trivially
+/// destructible on purpose (see enqueue_options).
 struct queue_options {
-  /// Identifies this process in `claimed_by` (default: host:pid:random).
-  std::string worker_id{};
+  /// Identifies this process in `claimed_by` (default: host:pid:random). Copied by the queue.
+  std::string_view worker_id{};
   /// How long a claim is valid without a heartbeat.
   std::chrono::milliseconds lease{std::chrono::seconds(30)};
   /// How often a live lease heartbeats (default: a third of `lease`).

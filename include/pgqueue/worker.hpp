@@ -148,6 +148,9 @@ class worker {
     } catch (...) {
       failure = "handler threw a non-standard exception";
     }
+    // A handler cancelled at stop_timeout leaves this coroutine cancelled; the bookkeeping
+    // below must still reach the server.
+    co_await asio::this_coro::reset_cancellation_state();
     try {
       if (l.finished()) {
         // The handler acked or nacked the job itself.

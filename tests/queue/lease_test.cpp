@@ -1,0 +1,131 @@
+// pgqueue::lease: heartbeats, loss of the lease, fencing, and the destructor's nack.
+#include <pgqueue/pgqueue.hpp>
+
+#include "support/async.hpp"
+#include "support/queue_fixture.hpp"
+#include "support/session.hpp"
+
+using namespace pgq_test;
+using namespace std::chrono_literals;
+
+TEST_CASE("a job running 5x its lease length completes thanks to heartbeats", "[lease]") {
+  queue_fixture f;
+  session admin(f.db.dsn());
+  std::int64_t id = 0;
+  run_async([&]() -> asio::awaitable<void> {
+    pgqueue::queue q{co_await f.connect(), "q", {.lease = 600ms, .heartbeat_interval = 200ms}};
+    id = co_await q.enqueue("{}");
+    auto l = co_await q.claim();
+    // 3 s of work (5 leases) while the janitor runs all the time: it never takes the job back.
+    for (int i = 0; i < 30; ++i) {
+      co_await pause(100ms);
+      CHECK(admin.integer("SELECT pgqueue.janitor_reset_stale_claims()") == 0);
+    }
+    CHECK_FALSE(l.lost());
+    co_await l.ack();
+  });
+  auto j = read_job(admin, id);
+  CHECK(j.state == "done");
+  CHECK(j.attempts == 1);
+}
+
+TEST_CASE("a lost lease: ack fails with lease_lost and the new holder is untouched", "[lease]") {
+  queue_fixture f;
+  session admin(f.db.dsn());
+  run_async([&]() -> asio::awaitable<void> {
+    // No heartbeat within the test: the lease simply runs out.
+    pgqueue::queue q{co_await f.connect(), "q", {.lease = 200ms, .heartbeat_interval = 60s}};
+    pgqueue::queue rival{co_await f.connect(), "q", {.worker_id = "rival"}};
+    auto id = co_await q.enqueue("{}");
+    auto l = co_await q.claim();
+    co_await pause(300ms);
+    CHECK(admin.integer("SELECT pgqueue.janitor_reset_stale_claims()") == 1);
+    auto taken = co_await rival.claim();
+    CHECK(taken.job().id == id);
+    CHECK(taken.job().attempts == 2);
+    try {
+      co_await l.ack();
+      FAIL("ack of a lost lease succeeded");
+    } catch (const pgqueue::error& e) {
+      CHECK(e.code() == pgqueue::errc::lease_lost);
+      CHECK_THAT(e.what(), Catch::Contains("lease lost"));
+    }
+    auto j = read_job(admin, id);
+    CHECK(j.state == "claimed");
+    CHECK(*j.claimed_by == "rival");
+    CHECK(j.attempts == 2);
+    co_await taken.ack();
+  });
+}
+
+TEST_CASE("a refused heartbeat marks the lease lost and fires its signal", "[lease]") {
+  queue_fixture f;
+  session admin(f.db.dsn());
+  run_async([&]() -> asio::awaitable<void> {
+    auto ex = co_await asio::this_coro::executor;
+    pgqueue::queue q{co_await f.connect(), "q", {.lease = 10s, .heartbeat_interval = 50ms}};
+    auto id = co_await q.enqueue("{}");
+    auto l = co_await q.claim();
+    // Take the job away behind the lease's back.
+    admin.query("UPDATE pgqueue.jobs SET lease_until = now() - interval '1 s' WHERE id = $1",
+                {std::to_string(id)});
+    admin.query("SELECT pgqueue.janitor_reset_stale_claims()");
+    // A handler's long wait bound to the lost signal ends when the heartbeat is refused.
+    asio::steady_timer work(ex, 30s);
+    std::error_code ec;
+    co_await work.async_wait(asio::bind_cancellation_slot(
+        l.lost_slot(), asio::redirect_error(asio::use_awaitable, ec)));
+    CHECK(ec == asio::error::operation_aborted);
+    CHECK(l.lost());
+    try {
+      co_await l.nack("too late");
+      FAIL("nack of a lost lease succeeded");
+    } catch (const pgqueue::error& e) {
+      CHECK(e.code() == pgqueue::errc::lease_lost);
+    }
+  });
+}
+
+TEST_CASE("destroying a lease without ack nacks the job", "[lease]") {
+  queue_fixture f;
+  session admin(f.db.dsn());
+  run_async([&]() -> asio::awaitable<void> {
+    pgqueue::queue q{co_await f.connect(), "q"};
+    auto id = co_await q.enqueue("{}");
+    {
+      auto l = co_await q.claim();
+    }
+    bool nacked = co_await eventually([&] { return read_job(admin, id).state == "ready"; });
+    CHECK(nacked);
+    auto j = read_job(admin, id);
+    CHECK(*j.last_error == "abandoned");
+    CHECK(j.attempts == 1);
+
+    admin.query("UPDATE pgqueue.jobs SET run_after = now() WHERE id = $1", {std::to_string(id)});
+    try {
+      auto l = co_await q.claim();
+      throw std::runtime_error("handler failed");
+    } catch (const std::runtime_error&) {
+    }
+    nacked = co_await eventually(
+        [&] { return read_job(admin, id).attempts == 2 && read_job(admin, id).state == "ready"; });
+    CHECK(nacked);
+    CHECK(*read_job(admin, id).last_error == "abandoned: exception during handler");
+  });
+}
+
+TEST_CASE("a finished lease refuses a second ack", "[lease]") {
+  queue_fixture f;
+  run_async([&]() -> asio::awaitable<void> {
+    pgqueue::queue q{co_await f.connect(), "q"};
+    co_await q.enqueue("{}");
+    auto l = co_await q.claim();
+    co_await l.ack();
+    try {
+      co_await l.ack();
+      FAIL("second ack succeeded");
+    } catch (const pgqueue::error& e) {
+      CHECK(e.code() == pgqueue::errc::lease_finished);
+    }
+  });
+}

@@ -1,0 +1,150 @@
+// pgqueue::worker: drains with concurrency, nacks failures, stops without losing jobs.
+#include <map>
+
+#include <pgqueue/pgqueue.hpp>
+
+#include "support/async.hpp"
+#include "support/queue_fixture.hpp"
+#include "support/session.hpp"
+
+using namespace pgq_test;
+using namespace std::chrono_literals;
+
+namespace {
+
+// Enqueues `n` jobs {"i": k} in batches through the SQL API.
+void fill(session& s, const std::string& queue, int n) {
+  s.query("SELECT pgqueue.enqueue_batch($1, array_agg(jsonb_build_object('i', g))) "
+          "FROM generate_series(1, $2) g",
+          {queue, std::to_string(n)});
+}
+
+}  // namespace
+
+TEST_CASE("the worker drains 10,000 jobs with concurrency 16, each acked once", "[worker]") {
+  queue_fixture f;
+  session admin(f.db.dsn());
+  constexpr int jobs = 10000;
+  fill(admin, "q", jobs);
+  std::map<std::int64_t, int> runs;
+  pgqueue::worker_stats stats;
+  run_async([&]() -> asio::awaitable<void> {
+    pgqueue::queue q{co_await f.connect(), "q"};
+    int max_parallel = 0, parallel = 0;
+    pgqueue::worker* self = nullptr;
+    pgqueue::worker w(
+        q,
+        [&](const pgqueue::job& j) -> asio::awaitable<void> {
+          max_parallel = std::max(max_parallel, ++parallel);
+          co_await pause(0ms);  // yield so handlers overlap
+          --parallel;
+          if (++runs[j.id] && runs.size() == jobs) self->stop();
+        },
+        {.concurrency = 16});
+    self = &w;
+    co_await w.run();
+    stats = w.stats();
+    CHECK(max_parallel == 16);
+  }, 120s);
+  CHECK(runs.size() == jobs);
+  CHECK(std::all_of(runs.begin(), runs.end(), [](auto& r) { return r.second == 1; }));
+  CHECK(stats.acked == jobs);
+  CHECK(stats.lost == 0);
+  CHECK(count_jobs(admin, "done") == jobs);
+}
+
+TEST_CASE("a handler that throws leaves the job requeued with the message", "[worker]") {
+  queue_fixture f;
+  session admin(f.db.dsn());
+  std::int64_t id = 0;
+  run_async([&]() -> asio::awaitable<void> {
+    pgqueue::queue q{co_await f.connect(), "q"};
+    id = co_await q.enqueue("{}");
+    pgqueue::worker* self = nullptr;
+    pgqueue::worker w(
+        q,
+        [&](pgqueue::lease&) -> asio::awaitable<void> {
+          self->stop();
+          throw std::runtime_error("smtp timeout");
+          co_return;
+        },
+        {.concurrency = 2});
+    self = &w;
+    co_await w.run();
+    CHECK(w.stats().failed == 1);
+  });
+  auto j = read_job(admin, id);
+  CHECK(j.state == "ready");
+  CHECK(*j.last_error == "smtp timeout");
+  CHECK(j.attempts == 1);
+  CHECK_FALSE(j.due);  // backing off
+}
+
+TEST_CASE("stop() under load leaves no job claimed and loses none", "[worker]") {
+  queue_fixture f;
+  session admin(f.db.dsn());
+  constexpr int jobs = 3000;
+  fill(admin, "q", jobs);
+  std::map<std::int64_t, int> finished;
+  pgqueue::worker_stats stats;
+  run_async([&]() -> asio::awaitable<void> {
+    pgqueue::queue q{co_await f.connect(), "q"};
+    pgqueue::worker* self = nullptr;
+    int started = 0;
+    pgqueue::worker w(
+        q,
+        [&](const pgqueue::job& j) -> asio::awaitable<void> {
+          if (++started == 500) self->stop();
+          // Some handlers outlive the stop timeout and are cancelled.
+          co_await pause(j.id % 10 == 0 ? 5s : 1ms);
+          ++finished[j.id];
+        },
+        {.concurrency = 32, .stop_timeout = 200ms});
+    self = &w;
+    co_await w.run();
+    stats = w.stats();
+  }, 60s);
+  CHECK(count_jobs(admin, "claimed") == 0);
+  CHECK(count_jobs(admin, "done") == static_cast<std::int64_t>(stats.acked));
+  CHECK(count_jobs(admin, "done") + count_jobs(admin, "ready") == jobs);
+  CHECK(stats.lost == 0);
+  CHECK(stats.released > 0);
+  CHECK(stats.claimed == stats.acked + stats.released);
+  // Every handler that finished was acked; none ran twice.
+  CHECK(finished.size() == stats.acked);
+  CHECK(admin.integer("SELECT count(*) FROM pgqueue.jobs WHERE attempts > 1") == 0);
+}
+
+TEST_CASE("one worker in the fleet runs the janitor", "[worker][janitor]") {
+  queue_fixture f;
+  session admin(f.db.dsn());
+  // A job whose lease already expired, as if its worker had crashed.
+  admin.query("SELECT pgqueue.enqueue('q', '{}')");
+  admin.query("SELECT pgqueue.claim_batch('q', 'crashed', 1, '1 millisecond')");
+  admin.query("UPDATE pgqueue.jobs SET lease_until = now() - interval '1 s'");
+  pgqueue::worker_stats a_stats, b_stats;
+  run_async([&]() -> asio::awaitable<void> {
+    pgqueue::queue qa{co_await f.connect(), "q"};
+    pgqueue::queue qb{co_await f.connect(), "q"};
+    pgqueue::worker* wa = nullptr;
+    pgqueue::worker* wb = nullptr;
+    int ran = 0;
+    auto handler = [&](const pgqueue::job&) -> asio::awaitable<void> {
+      ++ran;
+      wa->stop();
+      wb->stop();
+      co_return;
+    };
+    pgqueue::worker a(qa, handler, {.janitor_interval = 50ms});
+    pgqueue::worker b(qb, handler, {.janitor_interval = 50ms});
+    wa = &a;
+    wb = &b;
+    using namespace asio::experimental::awaitable_operators;
+    co_await (a.run() && b.run());
+    a_stats = a.stats();
+    b_stats = b.stats();
+    CHECK(ran == 1);
+  });
+  CHECK(a_stats.janitor_reset + b_stats.janitor_reset == 1);
+  CHECK(count_jobs(admin, "done") == 1);
+}
