@@ -1,0 +1,189 @@
+// pgqueue-bench: measures pgqueue on a PostgreSQL server and prints a table (and JSON with
+// --json). benchmarks/run builds it, starts a throwaway server and runs it; see --help.
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <exception>
+#include <functional>
+#include <map>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "scenarios/scenarios.hpp"
+#include "support/progress.hpp"
+#include "support/server.hpp"
+
+namespace {
+
+constexpr const char* usage = R"(usage: pgqueue-bench [options] "<conninfo>"
+Runs the benchmark scenarios against the server (each in a database of its own, created and
+dropped; the role needs CREATEDB) and prints a table on stdout, progress on stderr.
+  --only LIST          scenarios to run, comma-separated (default: all)
+                       enqueue,drain,latency,scale,reference,memory
+  --json FILE          also write the results as JSON
+  --seconds N          length of each timed run (default 5)
+  --drain-jobs N       jobs pre-filled for each drain (default 20000)
+  --retained N         completed jobs retained in the scale scenario (default 1000000)
+  --scale-10m          scale: also with 10,000,000 retained (slow: minutes)
+  --latency-samples N  jobs timed per latency run (default 1200)
+  --latency-rate N     jobs per second in the latency runs (default 200)
+  --memory-jobs N      jobs in flight in the memory scenario (default 10000)
+  --pgbench PATH       the pgbench to run (default: pgbench on PATH)
+  --seed-schema PATH   the seed schema fixture (default: tests/fixtures/seed_schema.sql)
+)";
+
+std::string self_path() {
+  char buf[4096];
+  const auto n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+  return n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : "pgqueue-bench";
+}
+
+void add_targets(bench::report& rep) {
+  rep.add_target({"batched drain (c64) >= 0.8x the raw-SQL ceiling (a)", "drain.c64.batched",
+                  "ref.batch", "", 0.8});
+  rep.add_target({"batched drain (c64) >= 5x the seed's claim_next+ack (b)", "drain.c64.batched",
+                  "ref.seed", "", 5});
+  rep.add_target({"enqueue_batch(100) >= 0.8x the same INSERT via pgbench (d100)",
+                  "enqueue.batch100", "ref.insert.batch100", "", 0.8});
+  rep.add_target({"enqueue_batch(1000) >= 0.8x the same INSERT via pgbench (d1000)",
+                  "enqueue.batch1000", "ref.insert.batch1000", "", 0.8});
+  rep.add_target({"one-job enqueue, 8 producers >= 0.8x INSERT at pgbench -c 8 (d8)",
+                  "enqueue.single.p8", "ref.insert.c8", "", 0.8});
+  rep.add_target({"latency p50 <= 1 ms (enqueue() called -> handler starts)",
+                  "latency.from_call", "", "p50", 1});
+  rep.add_target({"latency p99 <= 3 ms (enqueue() called -> handler starts)",
+                  "latency.from_call", "", "p99", 3});
+  rep.add_target({"drain with retained completed jobs >= 0.8x empty", "scale.retained",
+                  "scale.0", "", 0.8});
+  rep.add_target({"depth with retained completed jobs < 50 ms", "scale.retained", "",
+                  "depth_ms", 50});
+}
+
+std::vector<std::pair<std::string, std::string>> server_facts(const bench::options& opt) {
+  return bench::run_async([&](asio::any_io_executor ex)
+                              -> asio::awaitable<std::vector<std::pair<std::string, std::string>>> {
+    auto db = co_await pgqueue::connect(ex, opt.dsn);
+    auto r = co_await db.query(
+        "SELECT current_setting('server_version'), current_setting('fsync'), "
+        "current_setting('synchronous_commit'), current_setting('shared_buffers')");
+    std::vector<std::pair<std::string, std::string>> out{
+        {"postgresql", r.get<std::string>(0, 0)},
+        {"fsync", r.get<std::string>(0, 1)},
+        {"synchronous_commit", r.get<std::string>(0, 2)},
+        {"shared_buffers", r.get<std::string>(0, 3)},
+    };
+    co_return out;
+  });
+}
+
+std::string today() {
+  char buf[32];
+  const std::time_t t = std::time(nullptr);
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  return buf;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bench::context ctx;
+  ctx.opt.self = self_path();
+  std::string only = "enqueue,drain,latency,scale,reference,memory";
+  std::string json, child_mode;
+  std::vector<std::string> positional;
+  try {
+    for (int i = 1; i < argc; ++i) {
+      const std::string a = argv[i];
+      auto value = [&]() -> std::string {
+        if (i + 1 >= argc) throw std::runtime_error(a + " needs a value");
+        return argv[++i];
+      };
+      if (a == "--help" || a == "-h") {
+        std::fputs(usage, stdout);
+        return 0;
+      } else if (a == "--only") only = value();
+      else if (a == "--json") json = value();
+      else if (a == "--seconds") ctx.opt.seconds = std::stoi(value());
+      else if (a == "--drain-jobs") ctx.opt.drain_jobs = std::stol(value());
+      else if (a == "--retained") ctx.opt.retained = std::stol(value());
+      else if (a == "--scale-10m") ctx.opt.scale_10m = true;
+      else if (a == "--latency-samples") ctx.opt.latency_samples = std::stoi(value());
+      else if (a == "--latency-rate") ctx.opt.latency_rate = std::stoi(value());
+      else if (a == "--memory-jobs") ctx.opt.memory_jobs = std::stoi(value());
+      else if (a == "--pgbench") ctx.opt.pgbench = value();
+      else if (a == "--seed-schema") ctx.opt.seed_schema = value();
+      else if (a == "--memory-child") child_mode = value();  // internal: see scenarios/memory.cpp
+      else if (a.rfind("--", 0) == 0) throw std::runtime_error("unknown option " + a);
+      else positional.push_back(a);
+    }
+    if (positional.size() != 1) throw std::runtime_error("expected one conninfo argument");
+    if (ctx.opt.seconds < 1 || ctx.opt.drain_jobs < 1 || ctx.opt.latency_rate < 1 ||
+        ctx.opt.latency_samples < 1 || ctx.opt.memory_jobs < 1 || ctx.opt.memory_jobs > 10000 ||
+        ctx.opt.retained < 1) {
+      throw std::runtime_error("a numeric option is out of range");
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "pgqueue-bench: %s\n%s", e.what(), usage);
+    return 2;
+  }
+  ctx.opt.dsn = positional[0];
+  if (!child_mode.empty()) return bench::memory_child(child_mode, ctx.opt.dsn, ctx.opt.memory_jobs);
+
+  const std::vector<std::pair<std::string, std::function<void(bench::context&)>>> scenarios = {
+      {"enqueue", bench::run_enqueue}, {"drain", bench::run_drain},
+      {"latency", bench::run_latency}, {"scale", bench::run_scale},
+      {"reference", bench::run_reference}, {"memory", bench::run_memory},
+  };
+  std::map<std::string, bool> wanted;
+  std::stringstream list(only);
+  for (std::string s; std::getline(list, s, ',');) wanted[s] = true;
+  for (const auto& [name, _] : wanted) {
+    bool known = false;
+    for (const auto& s : scenarios) known = known || s.first == name;
+    if (!known) {
+      std::fprintf(stderr, "pgqueue-bench: unknown scenario '%s'\n%s", name.c_str(), usage);
+      return 2;
+    }
+  }
+
+  bench::bench_start();
+  int failures = 0;
+  try {
+    auto meta = server_facts(ctx.opt);
+    meta.insert(meta.begin(), {"date", today()});
+    meta.push_back({"cores", std::to_string(std::thread::hardware_concurrency())});
+    meta.push_back({"seconds_per_run", std::to_string(ctx.opt.seconds)});
+    ctx.rep.set_header(std::move(meta));
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "pgqueue-bench: cannot reach the server: %s\n", e.what());
+    return 1;
+  }
+  for (const auto& [name, run] : scenarios) {
+    if (!wanted.count(name)) continue;
+    try {
+      run(ctx);
+    } catch (const std::exception& e) {
+      ++failures;
+      bench::say(name, std::string("FAILED: ") + e.what());
+      bench::row r{name + ".failed", name, "scenario failed"};
+      r.note = e.what();
+      ctx.rep.add(std::move(r));
+    }
+  }
+  add_targets(ctx.rep);
+  bench::say("done", "");
+  ctx.rep.print_table(stdout);
+  if (!json.empty()) {
+    try {
+      ctx.rep.write_json(json);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "pgqueue-bench: %s\n", e.what());
+      return 1;
+    }
+  }
+  return failures ? 1 : 0;
+}

@@ -1,0 +1,21 @@
+// The scenarios of pgqueue-bench. Each creates its own database, measures, adds rows to the
+// report and drops the database again.
+#pragma once
+
+#include <string>
+
+#include "../support/context.hpp"
+
+namespace bench {
+
+void run_enqueue(context& ctx);    ///< one job per call (1 and 8 producers), enqueue_batch
+void run_drain(context& ctx);      ///< a worker draining pre-filled jobs, with/without batching
+void run_latency(context& ctx);    ///< enqueue-to-handler latency at a steady rate
+void run_scale(context& ctx);      ///< drain and depth with many completed jobs retained
+void run_reference(context& ctx);  ///< pgbench driving the raw SQL (and the seed schema)
+void run_memory(context& ctx);     ///< peak RSS with many jobs in flight
+
+/// The memory scenario's child process: prints "<baseline KiB> <peak KiB>" and exits.
+int memory_child(const std::string& mode, const std::string& dsn, int jobs);
+
+}  // namespace bench
