@@ -24,7 +24,15 @@ build() {
   if [ ! -f "$dir/build.ninja" ]; then
     meson setup "$dir" "$@" >/dev/null
   fi
-  ninja -C "$dir" >/dev/null
+  local log
+  log=$(mktemp)
+  if ! ninja -C "$dir" >"$log" 2>&1; then
+    cat "$log" >&2
+    rm -f "$log"
+    echo "pgqueue: build in $dir failed" >&2
+    return 1
+  fi
+  rm -f "$log"
 }
 
 # The directory with initdb/pg_ctl.

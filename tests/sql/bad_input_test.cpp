@@ -1,5 +1,7 @@
 // Bad input to every SQL function: a clear error with its SQLSTATE, and nothing changes.
-#include "support/server.hpp"
+#include <catch2/catch.hpp>
+
+#include "support/database.hpp"
 #include "support/session.hpp"
 #include "support/sql_api.hpp"
 

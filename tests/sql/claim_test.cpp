@@ -3,7 +3,9 @@
 #include <set>
 #include <thread>
 
-#include "support/server.hpp"
+#include <catch2/catch.hpp>
+
+#include "support/database.hpp"
 #include "support/session.hpp"
 #include "support/sql_api.hpp"
 

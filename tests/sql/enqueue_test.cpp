@@ -1,7 +1,9 @@
 // enqueue and enqueue_batch: ids, idempotency (also under concurrency), queue-name rules.
 #include <thread>
 
-#include "support/server.hpp"
+#include <catch2/catch.hpp>
+
+#include "support/database.hpp"
 #include "support/session.hpp"
 #include "support/sql_api.hpp"
 

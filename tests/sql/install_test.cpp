@@ -2,7 +2,9 @@
 // and every function pins its search_path.
 #include <thread>
 
-#include "support/server.hpp"
+#include <catch2/catch.hpp>
+
+#include "support/database.hpp"
 #include "support/session.hpp"
 
 using namespace pgq_test;

@@ -1,5 +1,7 @@
 // janitor_reset_stale_claims: expired leases come back, the last attempt ends dead.
-#include "support/server.hpp"
+#include <catch2/catch.hpp>
+
+#include "support/database.hpp"
 #include "support/session.hpp"
 #include "support/sql_api.hpp"
 

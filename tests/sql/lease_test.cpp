@@ -1,5 +1,7 @@
 // heartbeat, ack, nack, release: fenced to the current holder of the current attempt.
-#include "support/server.hpp"
+#include <catch2/catch.hpp>
+
+#include "support/database.hpp"
 #include "support/session.hpp"
 #include "support/sql_api.hpp"
 

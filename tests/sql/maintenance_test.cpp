@@ -1,5 +1,7 @@
 // gc, cancel, retry_dead and the depth view.
-#include "support/server.hpp"
+#include <catch2/catch.hpp>
+
+#include "support/database.hpp"
 #include "support/session.hpp"
 #include "support/sql_api.hpp"
 

@@ -1,5 +1,7 @@
 // Wake-ups: who is notified, when, and how often.
-#include "support/server.hpp"
+#include <catch2/catch.hpp>
+
+#include "support/database.hpp"
 #include "support/session.hpp"
 #include "support/sql_api.hpp"
 

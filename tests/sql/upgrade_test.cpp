@@ -1,5 +1,7 @@
 // Upgrading a database that runs the seed schema (tests/fixtures/seed_schema.sql) in place.
-#include "support/server.hpp"
+#include <catch2/catch.hpp>
+
+#include "support/database.hpp"
 #include "support/session.hpp"
 #include "support/sql_api.hpp"
 

@@ -1,4 +1,4 @@
-#include "support/server.hpp"
+#include "support/database.hpp"
 
 #include <unistd.h>
 
