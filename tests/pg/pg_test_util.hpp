@@ -13,6 +13,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "pgqueue/pg/connection.hpp"
@@ -72,6 +73,14 @@ asio::awaitable<pg::error> expect_error(asio::awaitable<T> op) {
   }
   FAIL("expected a pg::error");
   throw std::logic_error("unreachable");
+}
+
+/// Two connections to `dsn` on the current executor (e.g. a listener and a sender).
+inline asio::awaitable<std::pair<pg::connection, pg::connection>> connect_pair(std::string dsn) {
+  auto ex = co_await asio::this_coro::executor;
+  auto first = co_await pg::connect(ex, dsn);
+  auto second = co_await pg::connect(ex, dsn);
+  co_return std::pair{std::move(first), std::move(second)};
 }
 
 /// A timer wait, for racing against an operation with `||`.
