@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <ctime>
 #include <exception>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <sstream>
@@ -34,7 +35,17 @@ dropped; the role needs CREATEDB) and prints a table on stdout, progress on stde
   --memory-jobs N      jobs in flight in the memory scenario (default 10000)
   --pgbench PATH       the pgbench to run (default: pgbench on PATH)
   --seed-schema PATH   the seed schema fixture (default: tests/fixtures/seed_schema.sql)
+  --after-migrate FILE SQL run in each database right after the schema is installed, to
+                       measure a proposed schema change (not the seed reference)
 )";
+
+std::string read_text(const std::string& path) {
+  std::ifstream f(path);
+  if (!f) throw std::runtime_error("cannot read " + path);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
 
 std::string self_path() {
   char buf[4096];
@@ -93,7 +104,7 @@ int main(int argc, char** argv) {
   bench::context ctx;
   ctx.opt.self = self_path();
   std::string only = "enqueue,drain,latency,scale,reference,memory";
-  std::string json, child_mode;
+  std::string json, child_mode, after_migrate;
   std::vector<std::string> positional;
   try {
     for (int i = 1; i < argc; ++i) {
@@ -116,6 +127,10 @@ int main(int argc, char** argv) {
       else if (a == "--memory-jobs") ctx.opt.memory_jobs = std::stoi(value());
       else if (a == "--pgbench") ctx.opt.pgbench = value();
       else if (a == "--seed-schema") ctx.opt.seed_schema = value();
+      else if (a == "--after-migrate") {
+        after_migrate = value();
+        ctx.opt.after_migrate = read_text(after_migrate);
+      }
       else if (a == "--memory-child") child_mode = value();  // internal: see scenarios/memory.cpp
       else if (a.rfind("--", 0) == 0) throw std::runtime_error("unknown option " + a);
       else positional.push_back(a);
@@ -157,6 +172,7 @@ int main(int argc, char** argv) {
     meta.insert(meta.begin(), {"date", today()});
     meta.push_back({"cores", std::to_string(std::thread::hardware_concurrency())});
     meta.push_back({"seconds_per_run", std::to_string(ctx.opt.seconds)});
+    if (!after_migrate.empty()) meta.push_back({"after_migrate", after_migrate});
     ctx.rep.set_header(std::move(meta));
   } catch (const std::exception& e) {
     std::fprintf(stderr, "pgqueue-bench: cannot reach the server: %s\n", e.what());

@@ -3,7 +3,8 @@
 // 4 clients; (c) claim_next + ack on the current schema, 8 clients; (d) plain INSERTs into
 // pgqueue.jobs with its trigger disabled: one row per statement at 1 and 8 clients, and 100 or
 // 1000 rows per statement (what enqueue_batch inserts) at 1 client. Jobs are counted from the
-// table, not from pgbench's transaction count.
+// table, not from pgbench's transaction count. References always use the schema as shipped
+// (never --after-migrate).
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -88,7 +89,7 @@ void run_reference(context& ctx) {
   run_async([&](asio::any_io_executor) -> asio::awaitable<void> {
     {  // (a) the batch functions: the raw-SQL ceiling of a drain
       const std::string name = "pgqueue_bench_ref_batch";
-      auto db = co_await fresh_database(ctx.opt, name, true);
+      auto db = co_await fresh_database(ctx.opt, name, true, false);
       const long fill = std::max(100000L, 70000L * secs);
       say("reference", "(a) filling " + std::to_string(fill) + " jobs");
       co_await fill_ready(db, fill);
@@ -122,7 +123,7 @@ void run_reference(context& ctx) {
     }
     {  // (c) claim_next + ack on the current schema
       const std::string name = "pgqueue_bench_ref_claim_next";
-      auto db = co_await fresh_database(ctx.opt, name, true);
+      auto db = co_await fresh_database(ctx.opt, name, true, false);
       const long fill = 20000L + 3000L * secs;
       say("reference", "(c) filling " + std::to_string(fill) + " jobs");
       co_await fill_ready(db, fill);
@@ -135,7 +136,7 @@ void run_reference(context& ctx) {
     }
     {  // (d) plain inserts without the wake-up trigger
       const std::string name = "pgqueue_bench_ref_insert";
-      auto db = co_await fresh_database(ctx.opt, name, true);
+      auto db = co_await fresh_database(ctx.opt, name, true, false);
       co_await db.execute_script("ALTER TABLE pgqueue.jobs DISABLE TRIGGER jobs_notify_insert");
       const auto dsn = with_dbname(ctx.opt.dsn, name);
       struct insert_case {

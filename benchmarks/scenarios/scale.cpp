@@ -1,10 +1,13 @@
 // scale: drain rate and the time of `SELECT * FROM pgqueue.depth` with no completed jobs
 // retained and with many (1,000,000 by default; 10,000,000 with --scale-10m). Retained jobs are
-// inserted as done rows in bulk, their counter set as ack would, then VACUUM ANALYZE.
+// inserted as done rows in bulk, their counter set as ack would, then VACUUM ANALYZE. At each
+// size the raw SQL is measured too (reference (a): pgbench, claim_batch(100) + ack_batch), to
+// tell the schema's share of a slowdown from the client's.
 #include <algorithm>
 #include <string>
 #include <vector>
 
+#include "../support/pgbench.hpp"
 #include "../support/progress.hpp"
 #include "../support/workload.hpp"
 #include "scenarios.hpp"
@@ -12,7 +15,7 @@
 namespace bench {
 namespace {
 
-const pgqueue::worker_options scale_worker{.concurrency = 64};  // as drain.c64.batched
+const drain_setup scale_worker{.worker = {.concurrency = 64}};  // as drain.c64.batched
 
 std::string count_text(long n) {
   if (n >= 1000000 && n % 1000000 == 0) return std::to_string(n / 1000000) + "M";
@@ -52,6 +55,15 @@ asio::awaitable<std::pair<double, double>> time_depth(const pgqueue::database& d
   co_return std::pair{ms[ms.size() / 2], ms.back()};
 }
 
+// Deletes the jobs that are not done, so the next fill starts from the retained ones alone.
+asio::awaitable<void> reset_ready(const pgqueue::database& db) {
+  co_await db.query("DELETE FROM pgqueue.jobs WHERE state <> 'done'");
+}
+
+const std::string raw_script =
+    "SELECT pgqueue.ack_batch(array_agg(id), 'w', array_agg(attempts)) "
+    "FROM pgqueue.claim_batch('bench', 'w', 100);\n";
+
 }  // namespace
 
 void run_scale(context& ctx) {
@@ -82,6 +94,24 @@ void run_scale(context& ctx) {
                  " jobs in " + std::to_string(ctx.opt.seconds) + " s";
       }
       ctx.rep.add(std::move(r));
+
+      const long fill = std::max(100000L, 70000L * ctx.opt.seconds);
+      say("scale", count_text(retained) + " retained: filling " + std::to_string(fill) +
+                       " jobs, raw SQL (a) with pgbench (" + std::to_string(ctx.opt.seconds) + " s)");
+      co_await reset_ready(db);
+      co_await fill_ready(db, fill);
+      const auto before = co_await count_jobs(db, "done");
+      auto p = run_pgbench(ctx.opt, dsn, raw_script, 4, ctx.opt.seconds);
+      const auto after = co_await count_jobs(db, "done");
+      row raw{id + ".raw", "scale",
+              count_text(retained) + " retained: raw SQL (a), pgbench -c 4"};
+      raw.rate = static_cast<double>(after - before) / ctx.opt.seconds;
+      raw.refs = {retained == 0 ? "ref.batch" : "scale.0.raw"};
+      if (p.exit_code != 0) raw.note = "pgbench exited with " + std::to_string(p.exit_code);
+      if (co_await count_jobs(db, "ready") == 0) {
+        raw.note += std::string(raw.note.empty() ? "" : "; ") + "queue ran dry: a lower bound";
+      }
+      ctx.rep.add(std::move(raw));
     }
     db.close();
     co_await drop_database(ctx.opt, dbname);

@@ -19,6 +19,7 @@ struct options {
   std::string pgbench = "pgbench";
   std::string seed_schema = PGQUEUE_BENCH_SOURCE_ROOT "/tests/fixtures/seed_schema.sql";
   std::string self;  ///< this executable, re-run for the memory scenario's child processes
+  std::string after_migrate;  ///< SQL run after installing the schema (trying a schema change)
 };
 
 struct context {

@@ -7,6 +7,7 @@
 #include <exception>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -91,16 +92,20 @@ inline asio::awaitable<void> sleep_for(std::chrono::steady_clock::duration d) {
 }
 
 /// Creates database `name` (dropping a leftover one) and connects to it; with `install`, also
-/// installs the pgqueue schema (pgqueue::migrate).
+/// installs the pgqueue schema (pgqueue::migrate) and, with `patch`, runs `--after-migrate`.
 inline asio::awaitable<pgqueue::database> fresh_database(const options& opt,
-                                                         const std::string& name, bool install) {
+                                                         const std::string& name, bool install,
+                                                         bool patch = true) {
   auto ex = co_await asio::this_coro::executor;
   auto admin = co_await pgqueue::connect(ex, opt.dsn);
   co_await admin.execute_script("DROP DATABASE IF EXISTS \"" + name + "\" WITH (FORCE)");
   co_await admin.execute_script("CREATE DATABASE \"" + name + "\"");
   admin.close();
   auto db = co_await pgqueue::connect(ex, with_dbname(opt.dsn, name));
-  if (install) co_await pgqueue::migrate(db);
+  if (install) {
+    co_await pgqueue::migrate(db);
+    if (patch && !opt.after_migrate.empty()) co_await db.execute_script(opt.after_migrate);
+  }
   co_return db;
 }
 
@@ -139,7 +144,7 @@ inline asio::awaitable<void> reset_jobs(const pgqueue::database& db) {
 
 /// Jobs of the bench queue in `state` (counted from the table).
 inline asio::awaitable<std::int64_t> count_jobs(const pgqueue::database& db,
-                                                const std::string& state) {
+                                                std::string_view state) {
   auto r = co_await db.query("SELECT count(*) FROM pgqueue.jobs WHERE state = $1", {state});
   co_return r.get<std::int64_t>(0, 0);
 }

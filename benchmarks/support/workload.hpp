@@ -1,10 +1,12 @@
-// Draining pre-filled jobs with a pgqueue::worker and a no-op handler (drain and scale).
+// Draining pre-filled jobs with pgqueue::worker and a no-op handler (drain and scale).
 #pragma once
 
 #include <chrono>
 #include <cstdint>
 #include <exception>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include <asio/co_spawn.hpp>
 #include <pgqueue/pgqueue.hpp>
@@ -20,33 +22,51 @@ struct drain_result {
   bool finished = false;  ///< every job was acked (else the time limit ended the run)
 };
 
-/// Runs one worker on its own connection to `dsn` over the bench queue until `jobs` are acked
-/// or `max_seconds` passed; the clock starts when run() starts (after connecting).
-inline asio::awaitable<drain_result> drain(const std::string& dsn, pgqueue::worker_options wo,
+struct drain_setup {
+  pgqueue::worker_options worker{};
+  int workers = 1;          ///< each on a connection of its own
+  std::string session_sql{};  ///< run on each worker's connection first (what-if settings)
+};
+
+/// Runs the workers over the bench queue until `jobs` are acked or `max_seconds` passed; the
+/// clock starts when they start (after connecting).
+inline asio::awaitable<drain_result> drain(const std::string& dsn, const drain_setup& setup,
                                            long jobs, double max_seconds) {
   auto ex = co_await asio::this_coro::executor;
-  auto db = co_await pgqueue::connect(ex, dsn);
-  pgqueue::queue q(db, bench_queue);
-  pgqueue::worker w(
-      q, [](const pgqueue::job&) -> asio::awaitable<void> { co_return; }, wo);
-  bool ended = false;
+  std::vector<std::unique_ptr<pgqueue::worker>> workers;
+  for (int i = 0; i < setup.workers; ++i) {
+    auto db = co_await pgqueue::connect(ex, dsn);
+    if (!setup.session_sql.empty()) co_await db.execute_script(setup.session_sql);
+    workers.push_back(std::make_unique<pgqueue::worker>(
+        pgqueue::queue(db, bench_queue),
+        [](const pgqueue::job&) -> asio::awaitable<void> { co_return; }, setup.worker));
+  }
+  auto acked = [&] {
+    std::uint64_t n = 0;
+    for (auto& w : workers) n += w->stats().acked;
+    return n;
+  };
+  int running = 0;
   std::exception_ptr failure;
   const auto start = clock::now();
-  asio::co_spawn(ex, w.run(), [&](std::exception_ptr e) {
-    failure = e;
-    ended = true;
-  });
-  while (!ended && w.stats().acked < static_cast<std::uint64_t>(jobs) &&
-         seconds_since(start) < max_seconds) {
+  for (auto& w : workers) {
+    ++running;
+    asio::co_spawn(ex, w->run(), [&](std::exception_ptr e) {
+      if (e && !failure) failure = e;
+      --running;
+    });
+  }
+  const auto goal = static_cast<std::uint64_t>(jobs);
+  while (running == setup.workers && acked() < goal && seconds_since(start) < max_seconds) {
     co_await sleep_for(std::chrono::milliseconds(1));
   }
   drain_result r;
   r.seconds = seconds_since(start);
-  r.acked = w.stats().acked;
-  r.finished = r.acked >= static_cast<std::uint64_t>(jobs);
+  r.acked = acked();
+  r.finished = r.acked >= goal;
   r.rate = static_cast<double>(r.acked) / r.seconds;
-  w.stop();
-  while (!ended) co_await sleep_for(std::chrono::milliseconds(1));
+  for (auto& w : workers) w->stop();
+  while (running > 0) co_await sleep_for(std::chrono::milliseconds(1));
   if (failure) std::rethrow_exception(failure);
   co_return r;
 }
