@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include <asio/awaitable.hpp>
 #include <asio/cancellation_signal.hpp>
@@ -97,6 +98,7 @@ class lease {
  private:
   friend class queue;
   friend class worker;
+  friend asio::awaitable<std::size_t> ack_batch(std::vector<lease>& leases);
 
   explicit lease(std::shared_ptr<detail::lease_state> s)
       : state_(std::move(s)), unwinding_at_start_(std::uncaught_exceptions()) {
@@ -106,11 +108,12 @@ class lease {
   static asio::awaitable<nack_result> do_nack(std::shared_ptr<detail::lease_state> s,
                                               std::string reason,
                                               std::optional<std::chrono::milliseconds> delay) {
-    auto r = co_await s->db.query(
-        "SELECT pgqueue.nack($1, $2, $3, $4::interval, $5)",
-        {s->the_job.id, s->worker_id, reason,
-         delay ? std::optional<std::string>(detail::lease_state::interval(*delay)) : std::nullopt,
-         s->the_job.attempts});
+    // Built before the co_await: GCC 12 destroys a conditional's temporary in it twice.
+    std::optional<std::string> requeue_after;
+    if (delay) requeue_after = detail::lease_state::interval(*delay);
+    pg::params p{s->the_job.id, s->worker_id, reason, requeue_after, s->the_job.attempts};
+    auto r = co_await s->db.query("SELECT pgqueue.nack($1, $2, $3, $4::interval, $5)",
+                                  std::move(p));
     auto outcome = r.get<std::string>(0, 0);
     if (outcome == "lost") throw lost_error(*s);
     co_return outcome == "dead" ? nack_result::dead : nack_result::requeued;
@@ -179,5 +182,35 @@ class lease {
   std::shared_ptr<detail::lease_state> state_;
   int unwinding_at_start_ = 0;
 };
+
+/// Acks many leases in one round trip and one commit (pgqueue.ack_batch); every lease ends
+/// finished. Returns how many jobs were marked done: a lease that was lost is not, and is not
+/// an error here (compare with `leases.size()`). Throws `lease_finished` if one was already
+/// finished (before anything is sent), or a connection error (the jobs' leases then expire).
+inline asio::awaitable<std::size_t> ack_batch(std::vector<lease>& leases) {
+  if (leases.empty()) co_return 0;
+  for (auto& l : leases) {
+    if (l.finished()) throw error(errc::lease_finished, "ack_batch: a lease is already finished");
+  }
+  std::vector<std::shared_ptr<detail::lease_state>> states;
+  for (auto& l : leases) {
+    if (l.lost()) {
+      l.forget();
+    } else {
+      states.push_back(l.detach_for_ack());
+    }
+  }
+  if (states.empty()) co_return 0;
+  std::vector<std::int64_t> ids;
+  std::vector<int> attempts;
+  for (auto& s : states) {
+    ids.push_back(s->the_job.id);
+    attempts.push_back(s->the_job.attempts);
+  }
+  pg::params p{ids, states.front()->worker_id, attempts};
+  auto r = co_await states.front()->db.query(
+      "SELECT cardinality(pgqueue.ack_batch($1::bigint[], $2, $3::int[]))", std::move(p));
+  co_return static_cast<std::size_t>(r.get<std::int64_t>(0, 0));
+}
 
 }  // namespace pgqueue

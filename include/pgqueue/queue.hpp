@@ -133,12 +133,19 @@ class queue {
     }
   }
 
+  /// Starts listening for this queue's notifications (what next_notification() receives) and
+  /// returns once the server confirmed it, so nothing committed after that is missed. One
+  /// round trip the first time; nothing afterwards.
+  asio::awaitable<void> watch() {
+    if (!s_->watcher) s_->watcher.emplace(co_await s_->db.subscribe(co_await channel()));
+  }
+
   /// The next notification that a job became claimable in this queue (enqueue, immediate retry,
   /// janitor, retry_dead). The first call subscribes (one round trip); notifications arriving
   /// between calls are kept. Notifications can be lost while disconnected: use it as a hint,
   /// not a count. Cancellable. Meant for one waiting coroutine per queue handle.
   asio::awaitable<notification> next_notification() {
-    if (!s_->watcher) s_->watcher.emplace(co_await s_->db.subscribe(co_await channel()));
+    co_await watch();
     co_return co_await s_->watcher->next();
   }
 
@@ -154,7 +161,7 @@ class queue {
         "SELECT pgqueue.enqueue($1, $2::jsonb, $3, $4, coalesce(to_timestamp($5::float8), now()), "
         "$6, false)",
         std::move(p));
-    wake(s);
+    if (due_now(opts.run_after)) wake(s);
     co_return r.get<std::int64_t>(0, 0);
   }
 
@@ -178,11 +185,16 @@ class queue {
         "SELECT unnest(pgqueue.enqueue_batch($1, $2::jsonb[], $3::text[], $4, "
         "coalesce(to_timestamp($5::float8), now()), $6, false))",
         std::move(p));
-    if (!payloads.empty()) wake(s);
+    if (!payloads.empty() && due_now(opts.run_after)) wake(s);
     std::vector<std::int64_t> ids;
     ids.reserve(r.rows());
     for (int i = 0; i < r.rows(); ++i) ids.push_back(r.get<std::int64_t>(i, 0));
     co_return ids;
+  }
+
+  // Jobs due later wake nobody now: a waiting claim() wakes itself when they fall due.
+  static bool due_now(std::optional<std::chrono::system_clock::time_point> run_after) {
+    return !run_after || *run_after <= std::chrono::system_clock::now();
   }
 
   static std::optional<double> epoch(std::optional<std::chrono::system_clock::time_point> t) {

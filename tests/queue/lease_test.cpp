@@ -129,3 +129,38 @@ TEST_CASE("a finished lease refuses a second ack", "[lease]") {
     }
   });
 }
+
+TEST_CASE("nack with a delay requeues the job for then", "[lease]") {
+  queue_fixture f;
+  session admin(f.db.dsn());
+  std::int64_t id = 0;
+  pgqueue::nack_result outcome{};
+  run_async([&]() -> asio::awaitable<void> {
+    pgqueue::queue q{co_await f.connect(), "q"};
+    id = co_await q.enqueue("{}", {.max_attempts = 2});
+    auto l = co_await q.claim();
+    outcome = co_await l.nack("later", std::chrono::minutes(10));
+  });
+  CHECK(outcome == pgqueue::nack_result::requeued);
+  auto j = read_job(admin, id);
+  CHECK(j.state == "ready");
+  CHECK(*j.last_error == "later");
+  CHECK(j.run_after_in > 590);
+  CHECK(j.run_after_in < 610);
+}
+
+TEST_CASE("ack_batch acks many leases in one round trip", "[lease]") {
+  queue_fixture f;
+  session admin(f.db.dsn());
+  std::size_t acked = 0;
+  run_async([&]() -> asio::awaitable<void> {
+    pgqueue::queue q{co_await f.connect(), "q"};
+    std::vector<std::string> payloads(5, "{}");
+    co_await q.enqueue_batch(payloads);
+    auto leases = co_await q.claim_batch(5);
+    acked = co_await pgqueue::ack_batch(leases);
+    CHECK(std::all_of(leases.begin(), leases.end(), [](auto& l) { return l.finished(); }));
+  });
+  CHECK(acked == 5);
+  CHECK(count_jobs(admin, "done") == 5);
+}

@@ -87,11 +87,13 @@ TEST_CASE("next_notification wakes on an enqueue from another connection", "[que
     pgqueue::queue watcher{co_await f.connect(), "jobs"};
     pgqueue::queue producer{co_await pgqueue::connect(ex, f.db.dsn()), "jobs"};
     pgqueue::queue other{producer.db(), "other"};
-    // Subscribe first (the first call subscribes, then waits).
-    asio::steady_timer t(ex, 50ms);
-    auto first = co_await (watcher.next_notification() || t.async_wait(asio::use_awaitable));
-    CHECK(first.index() == 1);  // nothing yet
+    co_await watcher.watch();  // listening from here on
     co_await other.enqueue("{}");  // another queue: not ours
+    // A job due later wakes nobody now.
+    co_await producer.enqueue("{}", {.run_after = std::chrono::system_clock::now() + 1h});
+    asio::steady_timer t(ex, 300ms);
+    auto early = co_await (watcher.next_notification() || t.async_wait(asio::use_awaitable));
+    CHECK(early.index() == 1);
     co_await producer.enqueue("{}");
     auto n = co_await watcher.next_notification();
     CHECK(n.payload == "jobs");
