@@ -1,2 +1,0 @@
-// Compile check: this public header must build on its own.
-#include "pgqueue/pg/subscription.hpp"
