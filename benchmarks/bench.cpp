@@ -64,14 +64,14 @@ void add_targets(bench::report& rep) {
                   "enqueue.batch1000", "ref.insert.batch1000", "", 0.8});
   rep.add_target({"one-job enqueue, 8 producers >= 0.8x INSERT at pgbench -c 8 (d8)",
                   "enqueue.single.p8", "ref.insert.c8", "", 0.8});
-  rep.add_target({"latency p50 <= 1 ms (enqueue() called -> handler starts)",
-                  "latency.from_call", "", "p50", 1});
-  rep.add_target({"latency p99 <= 3 ms (enqueue() called -> handler starts)",
-                  "latency.from_call", "", "p99", 3});
-  rep.add_target({"drain with retained completed jobs >= 0.8x empty", "scale.retained",
-                  "scale.0", "", 0.8});
-  rep.add_target({"depth with retained completed jobs < 50 ms", "scale.retained", "",
-                  "depth_ms", 50});
+  rep.add_target({"latency p50 <= 1 ms (enqueue() called -> handler starts)", "latency.from_call",
+                  "", "p50", 1});
+  rep.add_target({"latency p99 <= 3 ms (enqueue() called -> handler starts)", "latency.from_call",
+                  "", "p99", 3});
+  rep.add_target(
+      {"drain with retained completed jobs >= 0.8x empty", "scale.retained", "scale.0", "", 0.8});
+  rep.add_target(
+      {"depth with retained completed jobs < 50 ms", "scale.retained", "", "depth_ms", 50});
 }
 
 std::vector<std::pair<std::string, std::string>> server_facts(const bench::options& opt) {
@@ -107,33 +107,41 @@ int main(int argc, char** argv) {
   std::string json, child_mode, after_migrate;
   std::vector<std::string> positional;
   try {
+    const std::map<std::string, std::function<void(const std::string&)>> takes_value = {
+        {"--only", [&](const std::string& v) { only = v; }},
+        {"--json", [&](const std::string& v) { json = v; }},
+        {"--seconds", [&](const std::string& v) { ctx.opt.seconds = std::stoi(v); }},
+        {"--drain-jobs", [&](const std::string& v) { ctx.opt.drain_jobs = std::stol(v); }},
+        {"--retained", [&](const std::string& v) { ctx.opt.retained = std::stol(v); }},
+        {"--latency-samples",
+         [&](const std::string& v) { ctx.opt.latency_samples = std::stoi(v); }},
+        {"--latency-rate", [&](const std::string& v) { ctx.opt.latency_rate = std::stoi(v); }},
+        {"--memory-jobs", [&](const std::string& v) { ctx.opt.memory_jobs = std::stoi(v); }},
+        {"--pgbench", [&](const std::string& v) { ctx.opt.pgbench = v; }},
+        {"--seed-schema", [&](const std::string& v) { ctx.opt.seed_schema = v; }},
+        {"--after-migrate",
+         [&](const std::string& v) {
+           after_migrate = v;
+           ctx.opt.after_migrate = read_text(v);
+         }},
+        {"--memory-child", [&](const std::string& v) { child_mode = v; }},  // see memory.cpp
+    };
     for (int i = 1; i < argc; ++i) {
       const std::string a = argv[i];
-      auto value = [&]() -> std::string {
-        if (i + 1 >= argc) throw std::runtime_error(a + " needs a value");
-        return argv[++i];
-      };
       if (a == "--help" || a == "-h") {
         std::fputs(usage, stdout);
         return 0;
-      } else if (a == "--only") only = value();
-      else if (a == "--json") json = value();
-      else if (a == "--seconds") ctx.opt.seconds = std::stoi(value());
-      else if (a == "--drain-jobs") ctx.opt.drain_jobs = std::stol(value());
-      else if (a == "--retained") ctx.opt.retained = std::stol(value());
-      else if (a == "--scale-10m") ctx.opt.scale_10m = true;
-      else if (a == "--latency-samples") ctx.opt.latency_samples = std::stoi(value());
-      else if (a == "--latency-rate") ctx.opt.latency_rate = std::stoi(value());
-      else if (a == "--memory-jobs") ctx.opt.memory_jobs = std::stoi(value());
-      else if (a == "--pgbench") ctx.opt.pgbench = value();
-      else if (a == "--seed-schema") ctx.opt.seed_schema = value();
-      else if (a == "--after-migrate") {
-        after_migrate = value();
-        ctx.opt.after_migrate = read_text(after_migrate);
       }
-      else if (a == "--memory-child") child_mode = value();  // internal: see scenarios/memory.cpp
-      else if (a.rfind("--", 0) == 0) throw std::runtime_error("unknown option " + a);
-      else positional.push_back(a);
+      if (a == "--scale-10m") {
+        ctx.opt.scale_10m = true;
+      } else if (auto it = takes_value.find(a); it != takes_value.end()) {
+        if (i + 1 >= argc) throw std::runtime_error(a + " needs a value");
+        it->second(argv[++i]);
+      } else if (a.rfind("--", 0) == 0) {
+        throw std::runtime_error("unknown option " + a);
+      } else {
+        positional.push_back(a);
+      }
     }
     if (positional.size() != 1) throw std::runtime_error("expected one conninfo argument");
     if (ctx.opt.seconds < 1 || ctx.opt.drain_jobs < 1 || ctx.opt.latency_rate < 1 ||
@@ -149,8 +157,8 @@ int main(int argc, char** argv) {
   if (!child_mode.empty()) return bench::memory_child(child_mode, ctx.opt.dsn, ctx.opt.memory_jobs);
 
   const std::vector<std::pair<std::string, std::function<void(bench::context&)>>> scenarios = {
-      {"enqueue", bench::run_enqueue}, {"drain", bench::run_drain},
-      {"latency", bench::run_latency}, {"scale", bench::run_scale},
+      {"enqueue", bench::run_enqueue},     {"drain", bench::run_drain},
+      {"latency", bench::run_latency},     {"scale", bench::run_scale},
       {"reference", bench::run_reference}, {"memory", bench::run_memory},
   };
   std::map<std::string, bool> wanted;

@@ -35,7 +35,8 @@ std::vector<drain_case> cases() {
     }
   }
   // Not the defaults: how the rate moves with more connections, and without WAL flush waits.
-  drain_case multi{"drain.4x16.batched", "4 workers (4 connections), concurrency 16, batched",
+  drain_case multi{"drain.4x16.batched",
+                   "4 workers (4 connections), concurrency 16, batched",
                    {},
                    {"ref.batch", "ref.seed"}};
   multi.setup.worker = {.concurrency = 16};

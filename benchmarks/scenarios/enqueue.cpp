@@ -16,8 +16,7 @@ struct tally {
 };
 
 // Adds jobs through `q` until `deadline`, `batch` per call (0: one per enqueue call).
-asio::awaitable<void> produce(pgqueue::queue q, int batch, clock::time_point deadline,
-                              tally& out) {
+asio::awaitable<void> produce(pgqueue::queue q, int batch, clock::time_point deadline, tally& out) {
   const std::string payload = bench_payload;
   const std::vector<std::string> payloads(static_cast<std::size_t>(std::max(batch, 1)), payload);
   while (clock::now() < deadline) {
@@ -45,11 +44,13 @@ void run_enqueue(context& ctx) {
   const std::string dbname = "pgqueue_bench_enqueue";
   const std::vector<enqueue_case> cases = {
       {"enqueue.single.p1", "1 producer, one job per enqueue()", 1, 0, {"ref.insert.c1"}},
-      {"enqueue.single.p8", "8 producers (8 connections), one job per enqueue()", 8, 0,
+      {"enqueue.single.p8",
+       "8 producers (8 connections), one job per enqueue()",
+       8,
+       0,
        {"ref.insert.c8"}},
       {"enqueue.batch100", "1 producer, enqueue_batch of 100", 1, 100, {"ref.insert.batch100"}},
-      {"enqueue.batch1000", "1 producer, enqueue_batch of 1000", 1, 1000,
-       {"ref.insert.batch1000"}},
+      {"enqueue.batch1000", "1 producer, enqueue_batch of 1000", 1, 1000, {"ref.insert.batch1000"}},
   };
   run_async([&](asio::any_io_executor ex) -> asio::awaitable<void> {
     auto db = co_await fresh_database(ctx.opt, dbname, true);
@@ -65,8 +66,8 @@ void run_enqueue(context& ctx) {
       std::vector<tally> tallies(queues.size());
       std::vector<asio::awaitable<void>> tasks;
       for (std::size_t i = 0; i < queues.size(); ++i) {
-        tasks.push_back(produce(queues[i], c.batch, clock::now() + std::chrono::milliseconds(300),
-                                tallies[i]));
+        tasks.push_back(
+            produce(queues[i], c.batch, clock::now() + std::chrono::milliseconds(300), tallies[i]));
       }
       co_await join_all(std::move(tasks));
       co_await reset_jobs(db);

@@ -60,16 +60,15 @@ void worker_thread(const std::string& dsn, bool async_commit, std::atomic<bool>&
   }
 }
 
-latency_samples measure(const options& opt, const std::string& dsn, bool async_commit) {
+latency_samples measure_latency(const options& opt, const std::string& dsn, bool async_commit) {
   const int warmup = 20;
   const int total = opt.latency_samples + warmup;
   std::atomic<bool> stop{false};
   std::atomic<long> handled{0};
   std::unordered_map<std::int64_t, std::int64_t> started;
   std::exception_ptr worker_failure;
-  std::thread worker([&] {
-    worker_thread(dsn, async_commit, stop, handled, started, worker_failure);
-  });
+  std::thread worker(
+      [&] { worker_thread(dsn, async_commit, stop, handled, started, worker_failure); });
   std::vector<sent_job> sent;
   try {
     run_async([&](asio::any_io_executor ex) -> asio::awaitable<void> {
@@ -125,11 +124,11 @@ void run_latency(context& ctx) {
     });
     say("latency", std::to_string(ctx.opt.latency_samples) + " jobs at " + rate +
                        (async_commit ? ", worker session with synchronous_commit=off" : ""));
-    auto s = measure(ctx.opt, dsn, async_commit);
+    auto s = measure_latency(ctx.opt, dsn, async_commit);
     const std::string note =
         s.missing ? std::to_string(s.missing) + " jobs not handled within 10 s" : "";
-    const std::string what = async_commit ? "same, worker synchronous_commit=off: "
-                                          : "idle worker, " + rate + ": ";
+    const std::string what =
+        async_commit ? "same, worker synchronous_commit=off: " : "idle worker, " + rate + ": ";
     const std::string id = async_commit ? "latency.async_worker" : "latency";
     row a{id + ".from_call", "latency", what + "enqueue() called -> handler"};
     a.lat = summarize(s.from_call);

@@ -49,13 +49,12 @@ int memory_child(const std::string& mode, const std::string& dsn, int jobs) {
       report_and_exit(baseline, static_cast<long>(held.size()));
     }
     long running = 0;
-    pgqueue::worker w(
-        q,
-        [&](const pgqueue::job&) -> asio::awaitable<void> {
-          ++running;
-          co_await sleep_for(std::chrono::minutes(1));
-        },
-        {.concurrency = jobs});
+    pgqueue::worker w(q,
+                      [&](const pgqueue::job&) -> asio::awaitable<void> {
+                        ++running;
+                        co_await sleep_for(std::chrono::minutes(1));
+                      },
+                      {.concurrency = jobs});
     asio::co_spawn(ex, w.run(), asio::detached);
     const auto give_up = clock::now() + std::chrono::seconds(30);
     while (running < jobs && clock::now() < give_up) {
@@ -81,8 +80,9 @@ void run_memory(context& ctx) {
     long baseline = 0, peak = 0, held = 0;
     std::istringstream(p.output) >> baseline >> peak >> held;
     row r{"memory." + mode, "memory",
-          mode == "leases" ? std::to_string(n) + " jobs claimed (try_claim_batch) and held as leases"
-                           : "worker, concurrency " + std::to_string(n) + ", all handlers running"};
+          mode == "leases"
+              ? std::to_string(n) + " jobs claimed (try_claim_batch) and held as leases"
+              : "worker, concurrency " + std::to_string(n) + ", all handlers running"};
     if (p.exit_code != 0 || peak == 0) {
       r.note = "child failed: " + p.output.substr(0, 200);
     } else {

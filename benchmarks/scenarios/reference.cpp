@@ -57,9 +57,9 @@ std::string read_file(const std::string& path) {
 // Runs pgbench and turns the change in the count of `state` jobs into a row.
 // (Arguments by reference, built by the caller as named objects: GCC 12 destroys temporaries
 // made inside a co_await expression twice.)
-asio::awaitable<void> measure(context& ctx, const pgqueue::database& db, const std::string& dsn,
-                              const std::string& state, row& r, const std::string& script,
-                              int clients) {
+asio::awaitable<void> measure_pgbench(context& ctx, const pgqueue::database& db,
+                                      const std::string& dsn, const std::string& state, row& r,
+                                      const std::string& script, int clients) {
   const auto before = co_await count_jobs(db, state);
   say("reference", r.tag + " " + r.label + " (" + std::to_string(ctx.opt.seconds) + " s)");
   auto p = run_pgbench(ctx.opt, dsn, script, clients, ctx.opt.seconds);
@@ -93,11 +93,11 @@ void run_reference(context& ctx) {
       const long fill = std::max(100000L, 70000L * secs);
       say("reference", "(a) filling " + std::to_string(fill) + " jobs");
       co_await fill_ready(db, fill);
-      auto r = ref_row("ref.batch", "(a)",
-                       "claim_batch(100)+ack_batch in one statement, pgbench -c 4");
+      auto r =
+          ref_row("ref.batch", "(a)", "claim_batch(100)+ack_batch in one statement, pgbench -c 4");
       const auto dsn = with_dbname(ctx.opt.dsn, name);
       const std::string script = claim_batch_sql;
-      co_await measure(ctx, db, dsn, done, r, script, 4);
+      co_await measure_pgbench(ctx, db, dsn, done, r, script, 4);
       db.close();
       co_await drop_database(ctx.opt, name);
     }
@@ -117,7 +117,7 @@ void run_reference(context& ctx) {
       auto r = ref_row("ref.seed", "(b)", "seed schema: claim_next + ack, pgbench -c 4");
       const auto dsn = with_dbname(ctx.opt.dsn, name);
       const std::string script = seed_claim_next_sql;
-      co_await measure(ctx, db, dsn, done, r, script, 4);
+      co_await measure_pgbench(ctx, db, dsn, done, r, script, 4);
       db.close();
       co_await drop_database(ctx.opt, name);
     }
@@ -130,7 +130,7 @@ void run_reference(context& ctx) {
       auto r = ref_row("ref.claim_next", "(c)", "claim_next + ack, pgbench -c 8");
       const auto dsn = with_dbname(ctx.opt.dsn, name);
       const std::string script = claim_next_sql;
-      co_await measure(ctx, db, dsn, done, r, script, 8);
+      co_await measure_pgbench(ctx, db, dsn, done, r, script, 8);
       db.close();
       co_await drop_database(ctx.opt, name);
     }
@@ -158,7 +158,7 @@ void run_reference(context& ctx) {
         co_await settle(db);
         auto r = ref_row(c.id, c.tag, c.label);
         const auto script = insert_sql(c.rows);
-        co_await measure(ctx, db, dsn, ready, r, script, c.clients);
+        co_await measure_pgbench(ctx, db, dsn, ready, r, script, c.clients);
       }
       db.close();
       co_await drop_database(ctx.opt, name);

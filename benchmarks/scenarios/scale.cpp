@@ -27,8 +27,8 @@ std::string count_text(long n) {
 asio::awaitable<void> retain_done(const pgqueue::database& db, long n) {
   for (long done = 0; done < n; done += 500000) {
     const long k = std::min(500000L, n - done);
-    say("scale", "retaining completed jobs: " + std::to_string(done + k) + " of " +
-                     std::to_string(n));
+    say("scale",
+        "retaining completed jobs: " + std::to_string(done + k) + " of " + std::to_string(n));
     co_await db.query(
         "INSERT INTO pgqueue.jobs (queue, payload, state, attempts, claimed_by, claimed_at, "
         "created_at, updated_at, finished_at) "
@@ -97,14 +97,14 @@ void run_scale(context& ctx) {
 
       const long fill = std::max(100000L, 70000L * ctx.opt.seconds);
       say("scale", count_text(retained) + " retained: filling " + std::to_string(fill) +
-                       " jobs, raw SQL (a) with pgbench (" + std::to_string(ctx.opt.seconds) + " s)");
+                       " jobs, raw SQL (a) with pgbench (" + std::to_string(ctx.opt.seconds) +
+                       " s)");
       co_await reset_ready(db);
       co_await fill_ready(db, fill);
       const auto before = co_await count_jobs(db, "done");
       auto p = run_pgbench(ctx.opt, dsn, raw_script, 4, ctx.opt.seconds);
       const auto after = co_await count_jobs(db, "done");
-      row raw{id + ".raw", "scale",
-              count_text(retained) + " retained: raw SQL (a), pgbench -c 4"};
+      row raw{id + ".raw", "scale", count_text(retained) + " retained: raw SQL (a), pgbench -c 4"};
       raw.rate = static_cast<double>(after - before) / ctx.opt.seconds;
       raw.refs = {retained == 0 ? "ref.batch" : "scale.0.raw"};
       if (p.exit_code != 0) raw.note = "pgbench exited with " + std::to_string(p.exit_code);

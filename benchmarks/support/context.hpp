@@ -8,17 +8,17 @@
 namespace bench {
 
 struct options {
-  std::string dsn;               ///< the server (any database); scenarios create their own
-  int seconds = 5;               ///< length of each timed run
-  long drain_jobs = 20000;       ///< jobs pre-filled for a drain
-  long retained = 1000000;       ///< completed jobs retained in the scale scenario
-  bool scale_10m = false;        ///< also measure with 10,000,000 retained
-  int latency_samples = 1200;    ///< jobs timed in a latency run (after a warm-up)
-  int latency_rate = 200;        ///< jobs per second enqueued in a latency run
-  int memory_jobs = 10000;       ///< leases held in the memory scenario
+  std::string dsn;             ///< the server (any database); scenarios create their own
+  int seconds = 5;             ///< length of each timed run
+  long drain_jobs = 20000;     ///< jobs pre-filled for a drain
+  long retained = 1000000;     ///< completed jobs retained in the scale scenario
+  bool scale_10m = false;      ///< also measure with 10,000,000 retained
+  int latency_samples = 1200;  ///< jobs timed in a latency run (after a warm-up)
+  int latency_rate = 200;      ///< jobs per second enqueued in a latency run
+  int memory_jobs = 10000;     ///< leases held in the memory scenario
   std::string pgbench = "pgbench";
   std::string seed_schema = PGQUEUE_BENCH_SOURCE_ROOT "/tests/fixtures/seed_schema.sql";
-  std::string self;  ///< this executable, re-run for the memory scenario's child processes
+  std::string self;           ///< this executable, re-run for the memory scenario's child processes
   std::string after_migrate;  ///< SQL run after installing the schema (trying a schema change)
 };
 

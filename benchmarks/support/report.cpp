@@ -16,9 +16,13 @@ std::string fixed(double v, int digits) {
 }
 
 // Three significant-ish digits for milliseconds: 0.412, 3.41, 12.3, 140.
-std::string ms(double v) { return fixed(v, v < 1 ? 3 : v < 10 ? 2 : v < 100 ? 1 : 0); }
+std::string ms(double v) {
+  return fixed(v, v < 1 ? 3 : v < 10 ? 2 : v < 100 ? 1 : 0);
+}
 
-std::string ratio_text(double r) { return fixed(r, r < 10 ? 2 : 1) + "x"; }
+std::string ratio_text(double r) {
+  return fixed(r, r < 10 ? 2 : 1) + "x";
+}
 
 std::string json_string(const std::string& s) {
   std::string out = "\"";
@@ -108,10 +112,13 @@ void report::print_table(std::FILE* out) const {
   std::fprintf(out, "\ntargets (measured, not asserted):\n");
   for (const auto& t : targets_) {
     auto v = evaluate(t);
-    std::string measured = !v.measured       ? "not measured"
+    std::string measured = !v.measured      ? "not measured"
                            : !t.ref.empty() ? ratio_text(*v.measured)
                                             : ms(*v.measured) + " ms";
-    std::fprintf(out, "  %-7s %-66s %s\n", !v.measured ? "-" : v.met ? "met" : "MISSED",
+    std::fprintf(out, "  %-7s %-66s %s\n",
+                 !v.measured ? "-"
+                 : v.met     ? "met"
+                             : "MISSED",
                  t.text.c_str(), measured.c_str());
   }
 }

@@ -18,10 +18,10 @@ struct row {
   row(std::string id_, std::string scenario_, std::string label_)
       : id(std::move(id_)), scenario(std::move(scenario_)), label(std::move(label_)) {}
 
-  std::string id;        ///< stable key, e.g. "drain.c64.batched" (JSON, ratios, targets)
-  std::string scenario;  ///< enqueue, drain, latency, scale, reference, memory
-  std::string label;     ///< what was measured, for people
-  std::string tag;       ///< short name when others refer to it, e.g. "(a)"; default: id
+  std::string id;              ///< stable key, e.g. "drain.c64.batched" (JSON, ratios, targets)
+  std::string scenario;        ///< enqueue, drain, latency, scale, reference, memory
+  std::string label;           ///< what was measured, for people
+  std::string tag;             ///< short name when others refer to it, e.g. "(a)"; default: id
   std::optional<double> rate;  ///< jobs per second
   std::optional<latency> lat;  ///< milliseconds
   std::vector<std::pair<std::string, double>> extra;  ///< other figures; the name has the unit
@@ -32,9 +32,9 @@ struct row {
 /// A goal from the issue: a ratio of two rates, or a figure with an upper bound.
 struct target {
   std::string text;
-  std::string row;      ///< the measured row
-  std::string ref;      ///< ratio target: rate(row) / rate(ref) >= bound
-  std::string figure;   ///< bound target: "p50", "p99" or an extra's name; value <= bound
+  std::string row;     ///< the measured row
+  std::string ref;     ///< ratio target: rate(row) / rate(ref) >= bound
+  std::string figure;  ///< bound target: "p50", "p99" or an extra's name; value <= bound
   double bound = 0;
 };
 
@@ -48,7 +48,9 @@ class report {
  public:
   void add(row r) { rows_.push_back(std::move(r)); }
   void add_target(target t) { targets_.push_back(std::move(t)); }
-  void set_header(std::vector<std::pair<std::string, std::string>> meta) { meta_ = std::move(meta); }
+  void set_header(std::vector<std::pair<std::string, std::string>> meta) {
+    meta_ = std::move(meta);
+  }
 
   const row* find(const std::string& id) const;
   std::optional<double> ratio(const std::string& id, const std::string& ref) const;

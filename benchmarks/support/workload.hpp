@@ -24,7 +24,7 @@ struct drain_result {
 
 struct drain_setup {
   pgqueue::worker_options worker{};
-  int workers = 1;          ///< each on a connection of its own
+  int workers = 1;            ///< each on a connection of its own
   std::string session_sql{};  ///< run on each worker's connection first (what-if settings)
 };
 
