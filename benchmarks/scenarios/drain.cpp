@@ -66,6 +66,7 @@ void run_drain(context& ctx) {
       auto d = co_await drain(dsn, c.setup, ctx.opt.drain_jobs, ctx.opt.seconds);
       row r{c.id, "drain", c.label};
       r.rate = d.rate;
+      r.extra = {{"client_us/job", d.client_us_per_job}};
       r.refs = c.refs;
       if (!d.finished) {
         r.note = std::to_string(d.acked) + " of " + std::to_string(ctx.opt.drain_jobs) +

@@ -76,12 +76,14 @@ void run_enqueue(context& ctx) {
       tallies.assign(queues.size(), tally{});
       tasks.clear();
       const auto start = clock::now();
+      const double cpu_start = process_cpu_seconds();
       const auto deadline = start + std::chrono::seconds(ctx.opt.seconds);
       for (std::size_t i = 0; i < queues.size(); ++i) {
         tasks.push_back(produce(queues[i], c.batch, deadline, tallies[i]));
       }
       co_await join_all(std::move(tasks));
       const double elapsed = seconds_since(start);
+      const double cpu = process_cpu_seconds() - cpu_start;
       for (auto& q : queues) q.db().close();
 
       tally all;
@@ -93,6 +95,7 @@ void run_enqueue(context& ctx) {
       row r{c.id, "enqueue", c.label};
       r.rate = static_cast<double>(all.jobs) / elapsed;
       r.lat = summarize(all.call_ms);  // the time of one call
+      if (all.jobs > 0) r.extra = {{"client_us/job", cpu * 1e6 / static_cast<double>(all.jobs)}};
       r.refs = c.refs;
       if (in_table != all.jobs) {
         r.note = std::to_string(in_table) + " jobs in the table, " + std::to_string(all.jobs) +

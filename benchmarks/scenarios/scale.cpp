@@ -87,7 +87,9 @@ void run_scale(context& ctx) {
       row r{id, "scale",
             count_text(retained) + " completed jobs retained: drain (c64 batched), depth"};
       r.rate = d.rate;
-      r.extra = {{"depth_ms", depth_ms}, {"depth_max_ms", depth_max}};
+      r.extra = {{"depth_ms", depth_ms},
+                 {"depth_max_ms", depth_max},
+                 {"client_us/job", d.client_us_per_job}};
       r.refs = {retained == 0 ? "ref.batch" : "scale.0"};
       if (!d.finished) {
         r.note = std::to_string(d.acked) + " of " + std::to_string(ctx.opt.drain_jobs) +

@@ -2,6 +2,8 @@
 // running a coroutine to completion on a private io_context.
 #pragma once
 
+#include <sys/resource.h>
+
 #include <chrono>
 #include <cstdint>
 #include <exception>
@@ -28,6 +30,14 @@ using clock = std::chrono::steady_clock;
 
 inline double seconds_since(clock::time_point t) {
   return std::chrono::duration<double>(clock::now() - t).count();
+}
+
+/// CPU time (user + system, all threads) this process has used, in seconds.
+inline double process_cpu_seconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
 }
 
 inline double ms_between(clock::time_point a, clock::time_point b) {

@@ -19,7 +19,8 @@ struct drain_result {
   double rate = 0;          ///< jobs acked per second
   std::uint64_t acked = 0;  ///< within the measured time
   double seconds = 0;
-  bool finished = false;  ///< every job was acked (else the time limit ended the run)
+  bool finished = false;         ///< every job was acked (else the time limit ended the run)
+  double client_us_per_job = 0;  ///< this process's CPU time per acked job, microseconds
 };
 
 struct drain_setup {
@@ -49,6 +50,7 @@ inline asio::awaitable<drain_result> drain(const std::string& dsn, const drain_s
   int running = 0;
   std::exception_ptr failure;
   const auto start = clock::now();
+  const double cpu_start = process_cpu_seconds();
   for (auto& w : workers) {
     ++running;
     asio::co_spawn(ex, w->run(), [&](std::exception_ptr e) {
@@ -65,6 +67,9 @@ inline asio::awaitable<drain_result> drain(const std::string& dsn, const drain_s
   r.acked = acked();
   r.finished = r.acked >= goal;
   r.rate = static_cast<double>(r.acked) / r.seconds;
+  if (r.acked > 0) {
+    r.client_us_per_job = (process_cpu_seconds() - cpu_start) * 1e6 / static_cast<double>(r.acked);
+  }
   for (auto& w : workers) w->stop();
   while (running > 0) co_await sleep_for(std::chrono::milliseconds(1));
   if (failure) std::rethrow_exception(failure);
