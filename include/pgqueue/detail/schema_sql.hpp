@@ -886,13 +886,19 @@ $$;
 CREATE OR REPLACE VIEW pgqueue.depth AS
 SELECT s.queue, s.state, s.count, s.oldest, s.newest_update, s.lag
   FROM (
-    SELECT j.queue, j.state, count(*) AS count, min(j.created_at) AS oldest,
+    -- One branch per state, each matching one partial index exactly (an IN list would leave
+    -- the planner free to scan the whole table, retained jobs included).
+    SELECT j.queue, 'ready' AS state, count(*) AS count, min(j.created_at) AS oldest,
            max(j.updated_at) AS newest_update,
-           CASE WHEN j.state = 'ready'
-                THEN now() - min(j.run_after) FILTER (WHERE j.run_after <= now()) END AS lag
+           now() - min(j.run_after) FILTER (WHERE j.run_after <= now()) AS lag
       FROM pgqueue.jobs j
-     WHERE j.state IN ('ready', 'claimed')
-     GROUP BY j.queue, j.state
+     WHERE j.state = 'ready'
+     GROUP BY j.queue
+    UNION ALL
+    SELECT j.queue, 'claimed', count(*), min(j.created_at), max(j.updated_at), NULL::interval
+      FROM pgqueue.jobs j
+     WHERE j.state = 'claimed'
+     GROUP BY j.queue
     UNION ALL
     SELECT j.queue, j.state, count(*), min(j.created_at), max(j.updated_at), NULL::interval
       FROM pgqueue.jobs j
