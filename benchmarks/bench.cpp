@@ -27,7 +27,7 @@ dropped; the role needs CREATEDB) and prints a table on stdout, progress on stde
                        enqueue,drain,latency,scale,reference,memory
   --json FILE          also write the results as JSON
   --seconds N          length of each timed run (default 5)
-  --drain-jobs N       jobs pre-filled for each drain (default 20000)
+  --drain-jobs N       jobs pre-filled for each drain (default 50000)
   --retained N         completed jobs retained in the scale scenario (default 1000000)
   --scale-10m          scale: also with 10,000,000 retained (slow: minutes)
   --latency-samples N  jobs timed per latency run (default 1200)

@@ -1,8 +1,8 @@
 // drain: a pgqueue::worker with a no-op handler drains pre-filled jobs; concurrency 1, 16 and
 // 64, with batching (claim_batch = concurrency, coalesced acks) and without (one claim and one
 // ack per job). Then two configurations that are not the defaults, to show where the limit is:
-// four workers on four connections, and (what-if) the worker's session committing without
-// waiting for the WAL flush.
+// four workers on four connections with 128 jobs per claim, and (what-if) the worker's session
+// committing without waiting for the WAL flush.
 #include <string>
 #include <vector>
 
@@ -34,12 +34,13 @@ std::vector<drain_case> cases() {
       out.push_back(d);
     }
   }
-  // Not the defaults: how the rate moves with more connections, and without WAL flush waits.
-  drain_case multi{"drain.4x16.batched",
-                   "4 workers (4 connections), concurrency 16, batched",
+  // Not the defaults: the shape of reference (a) (4 connections, about 100 jobs per claim), and
+  // (what-if) the worker's session committing without waiting for the WAL flush.
+  drain_case multi{"drain.4x128.batched",
+                   "4 workers (4 connections), concurrency 128 each, batched",
                    {},
                    {"ref.batch", "ref.seed"}};
-  multi.setup.worker = {.concurrency = 16};
+  multi.setup.worker = {.concurrency = 128};
   multi.setup.workers = 4;
   out.push_back(multi);
   drain_case async{"drain.c64.batched.async",
