@@ -10,7 +10,7 @@ namespace bench {
 struct options {
   std::string dsn;             ///< the server (any database); scenarios create their own
   int seconds = 5;             ///< length of each timed run
-  long drain_jobs = 20000;     ///< jobs pre-filled for a drain
+  long drain_jobs = 50000;     ///< jobs pre-filled for a drain (scale: 20,000)
   long retained = 1000000;     ///< completed jobs retained in the scale scenario
   bool scale_10m = false;      ///< also measure with 10,000,000 retained
   int latency_samples = 1200;  ///< jobs timed in a latency run (after a warm-up)
