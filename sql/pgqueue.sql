@@ -134,6 +134,12 @@ BEGIN
 END
 $$;
 
+-- Ready jobs with no attempts left (only the seed's janitor left such rows): normally empty, so
+-- the janitor finds them without reading every ready job. Outside the version-2 step so that
+-- installs of this version made before the index existed get it too.
+CREATE INDEX IF NOT EXISTS jobs_exhausted_idx
+  ON pgqueue.jobs (id) WHERE state = 'ready' AND attempts >= max_attempts;
+
 -- ── internal helpers ──────────────────────────────────────────────────────────────────────
 
 -- Refuses a queue name that is NULL, empty, longer than 255 bytes or has control characters.
@@ -275,13 +281,18 @@ AS $$
 DECLARE
   v_id bigint;
 BEGIN
-  PERFORM pgqueue.check_queue_name(p_queue);
-  PERFORM pgqueue.require(p_payload, 'payload');
-  PERFORM pgqueue.require(p_priority, 'priority');
-  PERFORM pgqueue.require(p_run_after, 'run_after');
-  PERFORM pgqueue.require(p_max_attempts, 'max_attempts');
-  PERFORM pgqueue.require(p_wake, 'wake');
-  PERFORM pgqueue.require_valid(p_max_attempts >= 1, 'max_attempts must be at least 1');
+  -- One inline test on the hot path; the helpers (a call each) only run to name the error.
+  IF p_queue IS NULL OR p_payload IS NULL OR p_priority IS NULL OR p_run_after IS NULL
+     OR p_max_attempts IS NULL OR p_wake IS NULL OR p_max_attempts < 1
+     OR octet_length(p_queue) NOT BETWEEN 1 AND 255 OR p_queue ~ '[[:cntrl:]]' THEN
+    PERFORM pgqueue.check_queue_name(p_queue);
+    PERFORM pgqueue.require(p_payload, 'payload');
+    PERFORM pgqueue.require(p_priority, 'priority');
+    PERFORM pgqueue.require(p_run_after, 'run_after');
+    PERFORM pgqueue.require(p_max_attempts, 'max_attempts');
+    PERFORM pgqueue.require(p_wake, 'wake');
+    PERFORM pgqueue.require_valid(p_max_attempts >= 1, 'max_attempts must be at least 1');
+  END IF;
   IF NOT p_wake THEN
     PERFORM set_config('pgqueue.defer_wake', 'on', true);
   END IF;
@@ -323,13 +334,17 @@ DECLARE
   v_n int;
   v_ids bigint[];
 BEGIN
-  PERFORM pgqueue.check_queue_name(p_queue);
-  PERFORM pgqueue.require(p_payloads, 'payloads');
-  PERFORM pgqueue.require(p_priority, 'priority');
-  PERFORM pgqueue.require(p_run_after, 'run_after');
-  PERFORM pgqueue.require(p_max_attempts, 'max_attempts');
-  PERFORM pgqueue.require(p_wake, 'wake');
-  PERFORM pgqueue.require_valid(p_max_attempts >= 1, 'max_attempts must be at least 1');
+  IF p_queue IS NULL OR p_payloads IS NULL OR p_priority IS NULL OR p_run_after IS NULL
+     OR p_max_attempts IS NULL OR p_wake IS NULL OR p_max_attempts < 1
+     OR octet_length(p_queue) NOT BETWEEN 1 AND 255 OR p_queue ~ '[[:cntrl:]]' THEN
+    PERFORM pgqueue.check_queue_name(p_queue);
+    PERFORM pgqueue.require(p_payloads, 'payloads');
+    PERFORM pgqueue.require(p_priority, 'priority');
+    PERFORM pgqueue.require(p_run_after, 'run_after');
+    PERFORM pgqueue.require(p_max_attempts, 'max_attempts');
+    PERFORM pgqueue.require(p_wake, 'wake');
+    PERFORM pgqueue.require_valid(p_max_attempts >= 1, 'max_attempts must be at least 1');
+  END IF;
   v_n := coalesce(cardinality(p_payloads), 0);
   IF v_n = 0 THEN
     RETURN '{}';
@@ -372,6 +387,27 @@ $$;
 
 -- ── claim ─────────────────────────────────────────────────────────────────────────────────
 
+-- The distinct priorities of a queue's ready jobs, highest first, each with its earliest
+-- run_after: one index probe per priority (a loose index scan), however many jobs wait.
+CREATE OR REPLACE FUNCTION pgqueue.ready_priorities(p_queue text)
+RETURNS TABLE (priority int, first_run_after timestamptz)
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+  WITH RECURSIVE p AS (
+    (SELECT j.priority, j.run_after FROM pgqueue.jobs j
+      WHERE j.queue = p_queue AND j.state = 'ready'
+      ORDER BY j.priority DESC, j.run_after LIMIT 1)
+    UNION ALL
+    SELECT n.priority, n.run_after
+      FROM p CROSS JOIN LATERAL (
+        SELECT j.priority, j.run_after FROM pgqueue.jobs j
+         WHERE j.queue = p_queue AND j.state = 'ready' AND j.priority < p.priority
+         ORDER BY j.priority DESC, j.run_after LIMIT 1) n
+  )
+  SELECT p.priority, p.run_after FROM p
+$$;
+
 -- Claims up to p_limit due jobs of a queue for p_worker_id: highest priority first, then the
 -- job due longest, then the lowest id. SKIP LOCKED lets concurrent claimers take different
 -- jobs without waiting. Each claim counts an attempt; the returned attempts value is the
@@ -395,38 +431,55 @@ RETURNS TABLE (
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+  v_priority int;
+  v_left int := p_limit;
+  v_got int;
 BEGIN
-  PERFORM pgqueue.check_queue_name(p_queue);
-  PERFORM pgqueue.require(p_worker_id, 'worker_id');
-  PERFORM pgqueue.require(p_limit, 'limit');
-  PERFORM pgqueue.require(p_lease_for, 'lease_for');
-  PERFORM pgqueue.require_valid(p_limit BETWEEN 1 AND 10000, 'limit must be between 1 and 10000');
-  PERFORM pgqueue.require_valid(p_lease_for > interval '0', 'lease_for must be positive');
-  RETURN QUERY
-  WITH next_jobs AS (
-    SELECT j.id
-      FROM pgqueue.jobs j
-     WHERE j.queue = p_queue
-       AND j.state = 'ready'
-       AND j.run_after <= now()
-       AND j.attempts < j.max_attempts
-     ORDER BY j.priority DESC, j.run_after, j.id
-     LIMIT p_limit
-       FOR UPDATE SKIP LOCKED
-  ), claimed AS (
-    UPDATE pgqueue.jobs j
-       SET state = 'claimed',
-           claimed_by = p_worker_id,
-           claimed_at = now(),
-           lease_until = now() + p_lease_for,
-           attempts = j.attempts + 1,
-           updated_at = now()
-      FROM next_jobs
-     WHERE j.id = next_jobs.id
-    RETURNING j.id, j.queue, j.payload, j.priority, j.attempts, j.max_attempts, j.claimed_at,
-              j.lease_until
-  )
-  SELECT c.* FROM claimed c ORDER BY c.priority DESC, c.id;
+  IF p_queue IS NULL OR p_worker_id IS NULL OR p_limit IS NULL OR p_lease_for IS NULL
+     OR p_limit NOT BETWEEN 1 AND 10000 OR p_lease_for <= interval '0'
+     OR octet_length(p_queue) NOT BETWEEN 1 AND 255 OR p_queue ~ '[[:cntrl:]]' THEN
+    PERFORM pgqueue.check_queue_name(p_queue);
+    PERFORM pgqueue.require(p_worker_id, 'worker_id');
+    PERFORM pgqueue.require(p_limit, 'limit');
+    PERFORM pgqueue.require(p_lease_for, 'lease_for');
+    PERFORM pgqueue.require_valid(p_limit BETWEEN 1 AND 10000, 'limit must be between 1 and 10000');
+    PERFORM pgqueue.require_valid(p_lease_for > interval '0', 'lease_for must be positive');
+  END IF;
+  -- One priority at a time, highest first: within a priority the index is in run_after order,
+  -- so the scan stops at the first job not yet due instead of reading past every scheduled
+  -- job (a backlog of future jobs would otherwise make each claim read all of them).
+  FOR v_priority IN SELECT p.priority FROM pgqueue.ready_priorities(p_queue) p LOOP
+    RETURN QUERY
+    WITH next_jobs AS (
+      SELECT j.id
+        FROM pgqueue.jobs j
+       WHERE j.queue = p_queue
+         AND j.state = 'ready'
+         AND j.priority = v_priority
+         AND j.run_after <= now()
+         AND j.attempts < j.max_attempts
+       ORDER BY j.run_after, j.id
+       LIMIT v_left
+         FOR UPDATE SKIP LOCKED
+    ), claimed AS (
+      UPDATE pgqueue.jobs j
+         SET state = 'claimed',
+             claimed_by = p_worker_id,
+             claimed_at = now(),
+             lease_until = now() + p_lease_for,
+             attempts = j.attempts + 1,
+             updated_at = now()
+        FROM next_jobs
+       WHERE j.id = next_jobs.id
+      RETURNING j.id, j.queue, j.payload, j.priority, j.attempts, j.max_attempts, j.claimed_at,
+                j.lease_until
+    )
+    SELECT c.* FROM claimed c ORDER BY c.id;
+    GET DIAGNOSTICS v_got = ROW_COUNT;
+    v_left := v_left - v_got;
+    EXIT WHEN v_left = 0;
+  END LOOP;
 END
 $$;
 
@@ -456,9 +509,7 @@ CREATE OR REPLACE FUNCTION pgqueue.next_run_after(p_queue text)
 RETURNS timestamptz
 LANGUAGE sql STABLE
 SET search_path = pg_catalog, pg_temp
-AS $$
-  SELECT min(j.run_after) FROM pgqueue.jobs j WHERE j.queue = p_queue AND j.state = 'ready'
-$$;
+AS $$ SELECT min(p.first_run_after) FROM pgqueue.ready_priorities(p_queue) p $$;
 
 -- ── lease operations (fenced: only the current holder of the current attempt may act) ─────
 
@@ -476,10 +527,13 @@ LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-  PERFORM pgqueue.require(p_job_id, 'job_id');
-  PERFORM pgqueue.require(p_worker_id, 'worker_id');
-  PERFORM pgqueue.require(p_extend_by, 'extend_by');
-  PERFORM pgqueue.require_valid(p_extend_by > interval '0', 'extend_by must be positive');
+  IF p_job_id IS NULL OR p_worker_id IS NULL OR p_extend_by IS NULL
+     OR p_extend_by <= interval '0' THEN
+    PERFORM pgqueue.require(p_job_id, 'job_id');
+    PERFORM pgqueue.require(p_worker_id, 'worker_id');
+    PERFORM pgqueue.require(p_extend_by, 'extend_by');
+    PERFORM pgqueue.require_valid(p_extend_by > interval '0', 'extend_by must be positive');
+  END IF;
   UPDATE pgqueue.jobs j
      SET lease_until = now() + p_extend_by
    WHERE j.id = p_job_id
@@ -514,8 +568,10 @@ AS $$
 DECLARE
   v_queue text;
 BEGIN
-  PERFORM pgqueue.require(p_job_id, 'job_id');
-  PERFORM pgqueue.require(p_worker_id, 'worker_id');
+  IF p_job_id IS NULL OR p_worker_id IS NULL THEN
+    PERFORM pgqueue.require(p_job_id, 'job_id');
+    PERFORM pgqueue.require(p_worker_id, 'worker_id');
+  END IF;
   UPDATE pgqueue.jobs j
      SET state = 'done', finished_at = now(), updated_at = now(), lease_until = NULL
    WHERE j.id = p_job_id
@@ -546,11 +602,14 @@ DECLARE
   v_ids bigint[];
   v_queues text[];
 BEGIN
-  PERFORM pgqueue.require(p_job_ids, 'job_ids');
-  PERFORM pgqueue.require(p_worker_id, 'worker_id');
-  PERFORM pgqueue.require_valid(
-    p_attempts IS NULL OR cardinality(p_attempts) = cardinality(p_job_ids),
-    format('%s attempts for %s job ids', cardinality(p_attempts), cardinality(p_job_ids)));
+  IF p_job_ids IS NULL OR p_worker_id IS NULL
+     OR (p_attempts IS NOT NULL AND cardinality(p_attempts) <> cardinality(p_job_ids)) THEN
+    PERFORM pgqueue.require(p_job_ids, 'job_ids');
+    PERFORM pgqueue.require(p_worker_id, 'worker_id');
+    PERFORM pgqueue.require_valid(
+      p_attempts IS NULL OR cardinality(p_attempts) = cardinality(p_job_ids),
+      format('%s attempts for %s job ids', cardinality(p_attempts), cardinality(p_job_ids)));
+  END IF;
   WITH acked AS (
     UPDATE pgqueue.jobs j
        SET state = 'done', finished_at = now(), updated_at = now(), lease_until = NULL
@@ -632,10 +691,12 @@ DECLARE
   v_job pgqueue.jobs%ROWTYPE;
   v_delay interval;
 BEGIN
-  PERFORM pgqueue.require(p_job_id, 'job_id');
-  PERFORM pgqueue.require(p_worker_id, 'worker_id');
-  PERFORM pgqueue.require_valid(p_requeue_after IS NULL OR p_requeue_after >= interval '0',
-                                'requeue_after must not be negative');
+  IF p_job_id IS NULL OR p_worker_id IS NULL OR p_requeue_after < interval '0' THEN
+    PERFORM pgqueue.require(p_job_id, 'job_id');
+    PERFORM pgqueue.require(p_worker_id, 'worker_id');
+    PERFORM pgqueue.require_valid(p_requeue_after IS NULL OR p_requeue_after >= interval '0',
+                                  'requeue_after must not be negative');
+  END IF;
   SELECT * INTO v_job FROM pgqueue.jobs j
    WHERE j.id = p_job_id
      AND j.state = 'claimed'
@@ -678,8 +739,10 @@ AS $$
 DECLARE
   v_queue text;
 BEGIN
-  PERFORM pgqueue.require(p_job_id, 'job_id');
-  PERFORM pgqueue.require(p_worker_id, 'worker_id');
+  IF p_job_id IS NULL OR p_worker_id IS NULL THEN
+    PERFORM pgqueue.require(p_job_id, 'job_id');
+    PERFORM pgqueue.require(p_worker_id, 'worker_id');
+  END IF;
   UPDATE pgqueue.jobs j
      SET state = 'ready', attempts = j.attempts - 1, run_after = now(), claimed_by = NULL,
          claimed_at = NULL, lease_until = NULL, updated_at = now()
@@ -747,6 +810,7 @@ BEGIN
              'no attempts left (%s of %s used) when found ready', j.attempts, j.max_attempts))
      WHERE j.id IN (SELECT r.id FROM pgqueue.jobs r
                      WHERE r.state = 'ready' AND r.attempts >= r.max_attempts
+                     LIMIT 10000  -- bounded; also keeps the plan on the small index
                        FOR UPDATE SKIP LOCKED)
     RETURNING 1
   )

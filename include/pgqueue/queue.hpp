@@ -93,15 +93,7 @@ class queue {
         "SELECT id, queue, payload::text, priority, attempts, max_attempts "
         "FROM pgqueue.claim_batch($1, $2, $3, $4::interval)",
         {s_->name, o.worker_id, max, detail::lease_state::interval(o.lease)});
-    std::vector<lease> out;
-    out.reserve(r.rows());
-    for (int i = 0; i < r.rows(); ++i) {
-      job j{r.get<std::int64_t>(i, 0), r.get<std::string>(i, 1), r.get<std::string>(i, 2),
-            r.get<int>(i, 3),          r.get<int>(i, 4),         r.get<int>(i, 5)};
-      out.push_back(lease(std::make_shared<detail::lease_state>(
-          s_->db, std::move(j), std::string(o.worker_id), o.lease, o.heartbeat_interval)));
-    }
-    co_return out;
+    co_return leases_from(r);
   }
 
   /// Waits until a job is claimable and claims it. Idle, it waits on LISTEN/NOTIFY and re-checks
@@ -150,6 +142,50 @@ class queue {
   }
 
  private:
+  friend class worker;
+
+  // Leases for the claimed rows of `r` (columns as try_claim_batch's; rows without an id are
+  // not jobs).
+  std::vector<lease> leases_from(const pg::result& r) const {
+    const auto& o = s_->options;
+    std::vector<lease> out;
+    out.reserve(r.rows());
+    for (int i = 0; i < r.rows(); ++i) {
+      if (r.is_null(i, 0)) continue;
+      job j{r.get<std::int64_t>(i, 0), r.get<std::string>(i, 1), r.get<std::string>(i, 2),
+            r.get<int>(i, 3),          r.get<int>(i, 4),         r.get<int>(i, 5)};
+      out.push_back(lease(std::make_shared<detail::lease_state>(
+          s_->db, std::move(j), std::string(o.worker_id), o.lease, o.heartbeat_interval)));
+    }
+    return out;
+  }
+
+  struct acked_and_claimed {
+    std::int64_t acked = 0;     // acks the server confirmed
+    std::vector<lease> leases;  // jobs claimed
+  };
+
+  // The worker's busy path: acks finished jobs (`ids` with their `attempts`) and claims up to
+  // `max` in one statement, so one transaction and one commit serve both. The row with a NULL
+  // id carries the ack count; the others are the claimed jobs.
+  asio::awaitable<acked_and_claimed> ack_and_try_claim(std::vector<std::int64_t> ids,
+                                                       std::vector<int> attempts, int max) {
+    const auto& o = s_->options;
+    auto r = co_await s_->db.query(
+        "SELECT NULL::bigint, NULL::text, NULL::text, NULL::int, NULL::int, "
+        "cardinality(pgqueue.ack_batch($5::bigint[], $2, $6::int[])) "
+        "UNION ALL "
+        "SELECT id, queue, payload::text, priority, attempts, max_attempts "
+        "FROM pgqueue.claim_batch($1, $2, $3, $4::interval)",
+        {s_->name, o.worker_id, max, detail::lease_state::interval(o.lease), ids, attempts});
+    acked_and_claimed out;
+    for (int i = 0; i < r.rows(); ++i) {
+      if (r.is_null(i, 0)) out.acked = r.get<int>(i, 5);
+    }
+    out.leases = leases_from(r);
+    co_return out;
+  }
+
   static asio::awaitable<std::int64_t> do_enqueue(std::shared_ptr<detail::queue_state> s,
                                                   std::string payload,
                                                   std::optional<std::string> key,
@@ -161,7 +197,7 @@ class queue {
         "SELECT pgqueue.enqueue($1, $2::jsonb, $3, $4, coalesce(to_timestamp($5::float8), now()), "
         "$6, false)",
         std::move(p));
-    if (due_now(opts.run_after)) wake(s);
+    if (due_now(opts.run_after)) co_await wake(s);
     co_return r.get<std::int64_t>(0, 0);
   }
 
@@ -185,7 +221,7 @@ class queue {
         "SELECT unnest(pgqueue.enqueue_batch($1, $2::jsonb[], $3::text[], $4, "
         "coalesce(to_timestamp($5::float8), now()), $6, false))",
         std::move(p));
-    if (!payloads.empty() && due_now(opts.run_after)) wake(s);
+    if (!payloads.empty() && due_now(opts.run_after)) co_await wake(s);
     std::vector<std::int64_t> ids;
     ids.reserve(r.rows());
     for (int i = 0; i < r.rows(); ++i) ids.push_back(r.get<std::int64_t>(i, 0));
@@ -225,27 +261,45 @@ class queue {
     co_return wait;
   }
 
-  // Announces new jobs in a transaction of its own after they committed (see pgqueue.wake).
-  // While one wake is on its way, further enqueues fold into one more.
-  static void wake(const std::shared_ptr<detail::queue_state>& s) {
-    if (s->wake_in_flight) {
-      s->wake_again = true;
-      return;
+  // Announces new jobs in a transaction of its own after they committed (see pgqueue.wake),
+  // through the queue's process-wide gate: when another enqueue's wake-up is on its way or was
+  // sent less than wake_interval ago, that sender sends one more instead. The first call on a
+  // handle asks the server which database this is (one round trip), so that handles on
+  // different connections to one database share a gate.
+  static asio::awaitable<void> wake(std::shared_ptr<detail::queue_state> s) {
+    auto gate = s->wake.load();
+    if (!gate) {
+      try {
+        auto r = co_await s->db.query(
+            "SELECT (SELECT system_identifier FROM pg_control_system())::text || '/' || "
+            "current_database()");
+        gate = detail::wake_gate::get(r.get<std::string>(0, 0) + '/' + s->name);
+        s->wake.store(gate);
+      } catch (const std::exception&) {
+        co_return;  // a lost wake-up only delays idle workers until their next poll
+      }
     }
-    s->wake_in_flight = true;
-    asio::co_spawn(s->db.get_executor(), send_wakes(s), asio::detached);
+    if (gate->request()) asio::co_spawn(s->db.get_executor(), send_wakes(s, gate), asio::detached);
   }
 
-  static asio::awaitable<void> send_wakes(std::shared_ptr<detail::queue_state> s) {
+  static asio::awaitable<void> send_wakes(std::shared_ptr<detail::queue_state> s,
+                                          std::shared_ptr<detail::wake_gate> gate) {
+    const auto gap = std::chrono::duration_cast<detail::wake_gate::clock::duration>(
+        s->options.wake_interval);
+    asio::steady_timer timer(s->db.get_executor());
     do {
-      s->wake_again = false;
+      if (auto d = gate->delay(gap); d > detail::wake_gate::clock::duration::zero()) {
+        timer.expires_after(d);
+        std::error_code ec;
+        co_await timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+      }
+      gate->begin();
       try {
         co_await s->db.query("SELECT pgqueue.wake($1)", {s->name});
       } catch (const std::exception&) {
         // A lost wake-up only delays idle workers until their next poll.
       }
-    } while (s->wake_again);
-    s->wake_in_flight = false;
+    } while (gate->finish());
   }
 
   std::shared_ptr<detail::queue_state> s_;

@@ -17,6 +17,10 @@ struct queue_options {
   std::chrono::milliseconds heartbeat_interval{0};
   /// An idle claim() re-checks the queue at least this often, since notifications can be lost.
   std::chrono::milliseconds poll_interval{std::chrono::seconds(2)};
+  /// Wake-ups of one queue are folded across the process: at most one on its way and at most
+  /// one per this interval, so a flood of enqueues does not send a wake-up per job. An idle
+  /// worker may hear of a job up to this much later during a flood; zero disables the gap.
+  std::chrono::microseconds wake_interval{1000};
 };
 
 }  // namespace pgqueue

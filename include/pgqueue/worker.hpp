@@ -20,6 +20,7 @@
 #include <asio/use_awaitable.hpp>
 
 #include "pgqueue/detail/event.hpp"
+#include "pgqueue/detail/shield.hpp"
 #include "pgqueue/lease.hpp"
 #include "pgqueue/queue.hpp"
 #include "pgqueue/worker_options.hpp"
@@ -81,6 +82,7 @@ class worker {
       if (!stopping_) failure = std::current_exception();
     }
     stopping_ = true;
+    flush_acks();  // acks that were waiting for a claim that will not come
     co_await drain();
     if (failure) std::rethrow_exception(failure);
   }
@@ -111,10 +113,25 @@ class worker {
         co_await changed_->wait(std::chrono::seconds(1));
         continue;
       }
-      // Only the idle wait is cancelled by stop(); a claim already sent still returns its jobs.
-      auto got = co_await asio::co_spawn(
-          ex, q_.claim_batch(std::min(free, options_.claim_batch)),
-          asio::bind_cancellation_slot(stop_signal_.slot(), asio::use_awaitable));
+      const int want = std::min(free, options_.claim_batch);
+      // Busy: the acks of finished jobs ride along with the claim (one commit for both).
+      auto got = co_await detail::shielded(ack_and_claim(want));
+      if (got.empty() && !stopping_) {
+        // Idle: wait for a notification or the poll; finished jobs are acked on their own
+        // meanwhile. Only this wait is cancelled by stop(); a claim already sent still
+        // returns its jobs.
+        idle_ = true;
+        flush_acks();
+        try {
+          got = co_await asio::co_spawn(
+              ex, q_.claim_batch(want),
+              asio::bind_cancellation_slot(stop_signal_.slot(), asio::use_awaitable));
+        } catch (...) {
+          idle_ = false;
+          throw;
+        }
+        idle_ = false;
+      }
       stats_.claimed += got.size();
       for (auto& l : got) {
         if (stopping_) {
@@ -127,6 +144,30 @@ class worker {
         asio::co_spawn(ex, run_job(std::move(l), r),
                        asio::bind_cancellation_slot(r->cancel.slot(), asio::detached));
       }
+    }
+    flush_acks();
+  }
+
+  // Claims up to `want` jobs, acking the finished ones (if any) in the same statement.
+  asio::awaitable<std::vector<lease>> ack_and_claim(int want) {
+    if (to_ack_.empty()) co_return co_await q_.try_claim_batch(want);
+    auto batch = std::move(to_ack_);
+    to_ack_.clear();
+    std::vector<std::int64_t> ids;
+    std::vector<int> attempts;
+    for (auto& s : batch) {
+      ids.push_back(s->the_job.id);
+      attempts.push_back(s->the_job.attempts);
+    }
+    const auto sent = static_cast<std::int64_t>(ids.size());
+    try {
+      auto r = co_await q_.ack_and_try_claim(std::move(ids), std::move(attempts), want);
+      stats_.acked += r.acked;
+      stats_.lost += sent - r.acked;
+      co_return std::move(r.leases);
+    } catch (const std::exception&) {
+      stats_.lost += sent;  // unconfirmed: the leases expire and the jobs run again
+      throw;
     }
   }
 
@@ -164,7 +205,9 @@ class worker {
         ++stats_.failed;
       } else if (options_.coalesce_acks) {
         to_ack_.push_back(l.detach_for_ack());
-        flush_acks();
+        // The claim loop takes the acks with its next claim (this job's slot is free now, so
+        // it claims within a round trip) unless it is idle or stopping.
+        if (idle_ || stopping_) flush_acks();
       } else {
         co_await l.ack();
         ++stats_.acked;
@@ -269,6 +312,7 @@ class worker {
   bool stopping_ = false;
   bool forced_ = false;
   bool ack_in_flight_ = false;
+  bool idle_ = false;  // the claim loop waits for jobs to appear
   bool janitor_running_ = false;
   int in_flight_ = 0;
   asio::cancellation_signal stop_signal_;

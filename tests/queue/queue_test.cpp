@@ -100,6 +100,34 @@ TEST_CASE("next_notification wakes on an enqueue from another connection", "[que
   });
 }
 
+TEST_CASE("wake-ups fold across handles and connections; the last enqueue is still announced",
+          "[queue][notify]") {
+  fixture f;
+  run_async([&]() -> asio::awaitable<void> {
+    auto ex = co_await asio::this_coro::executor;
+    pgqueue::queue watcher{co_await f.connect(), "flood"};
+    const pgqueue::queue_options slow_wakes{.wake_interval = 1s};
+    pgqueue::queue p1{co_await pgqueue::connect(ex, f.db.dsn()), "flood", slow_wakes};
+    pgqueue::queue p2{co_await pgqueue::connect(ex, f.db.dsn()), "flood", slow_wakes};
+    co_await watcher.watch();
+    // The first enqueue is announced at once; the two that follow within the interval, from
+    // another connection, share one more wake-up sent when the interval has passed.
+    co_await p1.enqueue("{}");
+    co_await p2.enqueue("{}");
+    co_await p2.enqueue("{}");
+    auto first = co_await watcher.next_notification();
+    const auto t1 = std::chrono::steady_clock::now();
+    auto second = co_await watcher.next_notification();
+    const auto gap = std::chrono::steady_clock::now() - t1;
+    CHECK(first.payload == "flood");
+    CHECK(second.payload == "flood");
+    CHECK(gap >= 800ms);
+    asio::steady_timer t(ex, 1500ms);
+    auto third = co_await (watcher.next_notification() || t.async_wait(asio::use_awaitable));
+    CHECK(third.index() == 1);  // nothing more: three jobs, two wake-ups
+  });
+}
+
 TEST_CASE("claim() waits for a job and wakes when one is enqueued", "[queue][claim]") {
   fixture f;
   run_async([&]() -> asio::awaitable<void> {

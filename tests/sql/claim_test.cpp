@@ -35,6 +35,27 @@ TEST_CASE("a job scheduled for later is not claimed before its time", "[claim]")
   CHECK(s.scalar("SELECT pgqueue.next_run_after('q') > now() + interval '59 minutes'") == "t");
 }
 
+TEST_CASE("a batch claim crosses priorities and skips scheduled jobs in each", "[claim]") {
+  scratch_database db;
+  session s(db.dsn());
+  const auto at = [&](int priority, const char* when) {
+    return s.integer(std::string("SELECT pgqueue.enqueue('q', '{}', NULL, ") +
+                     std::to_string(priority) + ", now() + interval '" + when + "')");
+  };
+  at(9, "2 hours");
+  auto a = at(5, "-2 minutes");
+  at(5, "1 hour");
+  auto b = at(5, "-1 minute");
+  auto c = at(0, "0 seconds");
+  at(0, "30 minutes");
+  std::vector<std::int64_t> ids;
+  for (const auto& j : claim(s, "q", "w", 10)) ids.push_back(j.id);
+  CHECK(ids == std::vector<std::int64_t>{a, b, c});
+  // The earliest scheduled job of any priority.
+  CHECK(s.scalar("SELECT pgqueue.next_run_after('q') BETWEEN now() + interval '29 minutes' "
+                 "AND now() + interval '30 minutes'") == "t");
+}
+
 TEST_CASE("claim_batch takes up to its limit and counts an attempt each", "[claim]") {
   scratch_database db;
   session s(db.dsn());

@@ -1,12 +1,14 @@
 // What the copies of one queue handle share.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <optional>
 #include <string>
 
 #include "pgqueue/connect.hpp"
+#include "pgqueue/detail/wake_gate.hpp"
 #include "pgqueue/pg/subscription.hpp"
 #include "pgqueue/queue_options.hpp"
 
@@ -19,8 +21,7 @@ struct queue_state {
   std::string worker_id;
   std::string channel;                      // pgqueue.channel(name), fetched once
   std::optional<pg::subscription> watcher;  // next_notification()'s subscription
-  bool wake_in_flight = false;              // a pgqueue.wake() is on its way
-  bool wake_again = false;                  // another enqueue committed meanwhile
+  std::atomic<std::shared_ptr<wake_gate>> wake;  // the queue's process-wide wake-up gate
 };
 
 }  // namespace pgqueue::detail
