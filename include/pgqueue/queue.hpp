@@ -111,18 +111,7 @@ class queue {
   asio::awaitable<std::vector<lease>> claim_batch(int max) {
     auto got = co_await detail::shielded(try_claim_batch(max));
     if (!got.empty()) co_return got;
-    // Subscribe before checking again: a job committed after this check is then announced to
-    // us, and one committed before it is found by it.
-    auto sub = co_await s_->db.subscribe(co_await channel());
-    asio::steady_timer timer(co_await asio::this_coro::executor);
-    for (;;) {
-      got = co_await detail::shielded(try_claim_batch(max));
-      if (!got.empty()) co_return got;
-      timer.expires_after(co_await idle_wait());
-      using namespace asio::experimental::awaitable_operators;
-      std::error_code ec;
-      co_await (sub.next() || timer.async_wait(asio::redirect_error(asio::use_awaitable, ec)));
-    }
+    co_return co_await wait_and_claim(max);
   }
 
   /// Starts listening for this queue's notifications (what next_notification() receives) and
@@ -143,6 +132,22 @@ class queue {
 
  private:
   friend class worker;
+
+  // claim_batch after a check that found nothing (the worker has just made one).
+  asio::awaitable<std::vector<lease>> wait_and_claim(int max) {
+    // Subscribe before checking again: a job committed after this check is then announced to
+    // us, and one committed before it is found by it.
+    auto sub = co_await s_->db.subscribe(co_await channel());
+    asio::steady_timer timer(co_await asio::this_coro::executor);
+    for (;;) {
+      auto got = co_await detail::shielded(try_claim_batch(max));
+      if (!got.empty()) co_return got;
+      timer.expires_after(co_await idle_wait());
+      using namespace asio::experimental::awaitable_operators;
+      std::error_code ec;
+      co_await (sub.next() || timer.async_wait(asio::redirect_error(asio::use_awaitable, ec)));
+    }
+  }
 
   // Leases for the claimed rows of `r` (columns as try_claim_batch's; rows without an id are
   // not jobs).

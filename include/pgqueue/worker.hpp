@@ -124,7 +124,7 @@ class worker {
         flush_acks();
         try {
           got = co_await asio::co_spawn(
-              ex, q_.claim_batch(want),
+              ex, q_.wait_and_claim(want),
               asio::bind_cancellation_slot(stop_signal_.slot(), asio::use_awaitable));
         } catch (...) {
           idle_ = false;
