@@ -1,12 +1,16 @@
 #include "support/cluster.hpp"
 
+#include <netinet/in.h>
 #include <pwd.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <stdexcept>
 
 namespace pgq_test {
@@ -46,6 +50,39 @@ void run_or_throw(const std::string& cmd, const std::string& what) {
   if (std::system(cmd.c_str()) != 0) throw std::runtime_error(what + " failed: " + cmd);
 }
 
+// A TCP port on 127.0.0.1 that was free a moment ago (the OS picks it; the server binds it
+// right after, so a collision is unlikely and fails the start loudly).
+int free_port() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) throw std::runtime_error("socket() failed");
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    ::close(fd);
+    throw std::runtime_error("could not find a free TCP port");
+  }
+  ::close(fd);
+  return ntohs(addr.sin_port);
+}
+
+void append_lines(const std::string& path, const std::vector<std::string>& lines) {
+  std::ofstream out(path, std::ios::app);
+  for (const auto& l : lines) out << l << "\n";
+  if (!out) throw std::runtime_error("cannot write " + path);
+}
+
+void prepend_lines(const std::string& path, const std::vector<std::string>& lines) {
+  std::ostringstream old;
+  old << std::ifstream(path).rdbuf();
+  std::ofstream out(path, std::ios::trunc);
+  for (const auto& l : lines) out << l << "\n";
+  out << old.str();
+  if (!out) throw std::runtime_error("cannot write " + path);
+}
+
 }  // namespace
 
 throwaway_cluster& throwaway_cluster::shared() {
@@ -53,7 +90,17 @@ throwaway_cluster& throwaway_cluster::shared() {
   return cluster;
 }
 
-throwaway_cluster::throwaway_cluster(bool durable) : bindir_(find_bindir()) {
+namespace {
+cluster_options with_durability(bool durable) {
+  cluster_options o;
+  o.durable = durable;
+  return o;
+}
+}  // namespace
+
+throwaway_cluster::throwaway_cluster(bool durable) : throwaway_cluster(with_durability(durable)) {}
+
+throwaway_cluster::throwaway_cluster(const cluster_options& options) : bindir_(find_bindir()) {
   char tmpl[] = "/tmp/pgqueue-test-XXXXXX";
   if (!::mkdtemp(tmpl)) throw std::runtime_error("mkdtemp failed");
   dir_ = tmpl;
@@ -67,12 +114,21 @@ throwaway_cluster::throwaway_cluster(bool durable) : bindir_(find_bindir()) {
   run_or_throw(as_owner(bindir_ + "/initdb -D " + dir_ + "/data -A trust -U postgres -E UTF8 " +
                         "--locale=C --no-sync >" + dir_ + "/initdb.log 2>&1"),
                "initdb");
-  std::string opts = "-k " + dir_ + " -c listen_addresses='' -c max_connections=200";
-  if (!durable) opts += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off";
+  // The files belong to the server's user; as root we may still write them.
+  if (!options.config_lines.empty()) append_lines(dir_ + "/data/postgresql.conf", options.config_lines);
+  if (!options.hba_lines.empty()) prepend_lines(dir_ + "/data/pg_hba.conf", options.hba_lines);
+  std::string listen = "''";
+  if (options.tcp) {
+    port_ = free_port();
+    listen = "127.0.0.1 -p " + std::to_string(port_);
+  }
+  std::string opts = "-k " + dir_ + " -c listen_addresses=" + listen + " -c max_connections=200";
+  if (!options.durable) opts += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off";
   run_or_throw(as_owner(bindir_ + "/pg_ctl -D " + dir_ + "/data -l " + dir_ + "/server.log -w " +
                         "-o \"" + opts + "\" start >/dev/null"),
                "pg_ctl start");
   dsn_ = "host=" + dir_ + " user=postgres dbname=postgres";
+  if (options.tcp) dsn_ += " port=" + std::to_string(port_);  // names the socket file too
 }
 
 throwaway_cluster::~throwaway_cluster() {

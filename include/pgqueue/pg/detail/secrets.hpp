@@ -3,6 +3,7 @@
 
 #include <libpq-fe.h>
 
+#include <algorithm>
 #include <cctype>
 #include <string>
 #include <string_view>
@@ -30,6 +31,9 @@ class secret_scrubber {
     // Raw and encoded spellings as they appear in the string, in case libpq quotes them.
     scan_keyword_values(conninfo);
     scan_uri_userinfo(conninfo);
+    // Longest first: masking a secret that is part of another would leave the rest showing.
+    std::sort(secrets_.begin(), secrets_.end(),
+              [](const std::string& a, const std::string& b) { return a.size() > b.size(); });
   }
 
   /// `text` with every known secret replaced by "********".
