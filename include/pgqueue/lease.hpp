@@ -79,9 +79,21 @@ class lease {
 
   /// Gives the job back after a failure: retried after the queue's back-off (or `delay`), or
   /// ended `dead` when this was its last attempt; `reason` is kept in `last_error`. One round
-  /// trip. Throws as `ack`.
+  /// trip. Throws as `ack`, and `errc::invalid_argument` (the lease still held and usable) for
+  /// a reason with a NUL byte or a delay that is negative or reaches past what system_clock
+  /// can represent. A reason the server refuses (e.g. invalid UTF-8, SQLSTATE 22021) ends the
+  /// lease with the job unchanged: it runs again once the lease expires.
   asio::awaitable<nack_result> nack(std::string reason,
                                     std::optional<std::chrono::milliseconds> delay = {}) {
+    // Checked before finish(): a refusal here must leave the lease as it was.
+    if (reason.find('\0') != std::string::npos) {
+      throw error(errc::invalid_argument, "nack reason contains a NUL byte");
+    }
+    if (delay && (delay->count() < 0 || *delay > max_delay())) {
+      throw error(errc::invalid_argument,
+                  "nack delay of " + std::to_string(delay->count()) +
+                      " ms is negative or beyond what std::chrono::system_clock can represent");
+    }
     // The coroutine takes the reason as an xvalue (see queue::enqueue on GCC 12).
     return do_nack(finish(), std::move(reason), delay);
   }
@@ -117,6 +129,11 @@ class lease {
     auto outcome = r.get<std::string>(0, 0);
     if (outcome == "lost") throw lost_error(*s);
     co_return outcome == "dead" ? nack_result::dead : nack_result::requeued;
+  }
+
+  static std::chrono::milliseconds max_delay() {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(
+        std::chrono::system_clock::time_point::max() - std::chrono::system_clock::now());
   }
 
   static error lost_error(const detail::lease_state& s) {

@@ -139,9 +139,12 @@ class connection {
 /// readiness. `conninfo` is any libpq connection string or URI (unix socket, TCP, TLS options,
 /// several hosts). Several round trips (startup, authentication). Throws `errc::connect_failed`
 /// with libpq's explanation (a password in `conninfo` is masked), `errc::connect_timeout`
-/// after `options.connect_timeout`, or operation_aborted when cancelled.
+/// after `options.connect_timeout`, `errc::invalid_argument` for a NUL byte in `conninfo`, or
+/// operation_aborted when cancelled.
 inline asio::awaitable<connection> connect(asio::any_io_executor ex, std::string conninfo,
                                            connect_options options = {}) {
+  // libpq reads a C string: whatever followed a NUL byte would be silently ignored.
+  detail::reject_nul(conninfo, "conninfo");
   auto impl = std::make_shared<detail::connection_impl>(ex);
   // Named rather than a temporary inside co_await: GCC 12 destroys such temporaries twice.
   auto start = [impl, conninfo = std::move(conninfo), timeout = options.connect_timeout](
