@@ -55,6 +55,26 @@ TEST_CASE("bad input is refused with the right SQLSTATE and changes nothing", "[
       {"SELECT pgqueue.set_retry_backoff('q', '10 s', '1 s')", "22023", "back-off"},
       {"SELECT pgqueue.retry_dead(E'\\t')", "22023", "invalid queue name"},
       {"SELECT pgqueue.wake('')", "22023", "invalid queue name"},
+      // Hostile values: jsonb cannot hold \u0000, text cannot hold invalid UTF-8, and limits,
+      // lengths and intervals at the types' extremes are refused, not wrapped around.
+      {"SELECT pgqueue.enqueue('q', '{\"a\": \"\\u0000\"}')", "22P05",
+       "unsupported Unicode escape sequence"},
+      {"SELECT pgqueue.enqueue(E'q\\xc3\\x28', '{}')", "22021", "invalid byte sequence"},
+      {"SELECT pgqueue.enqueue(repeat('n', 10240), '{}')", "22023", "invalid queue name"},
+      {"SELECT pgqueue.enqueue('q', '{}', NULL, 0, now(), -2147483648)", "22023", "max_attempts"},
+      {"SELECT * FROM pgqueue.claim_batch('q', 'w', 2147483647)", "22023", "limit"},
+      {"SELECT * FROM pgqueue.claim_batch('q', 'w', 1, '0 s')", "22023", "lease_for"},
+      {"SELECT * FROM pgqueue.claim_batch('q', 'w', 1, '178000000 years')", "22008",
+       "out of range"},
+      {"SELECT * FROM pgqueue.claim_batch(E'q\\n', 'w')", "22023", "invalid queue name"},
+      {"SELECT pgqueue.heartbeat(" + id + ", 'w', '178000000 years')", "22008", "out of range"},
+      {"SELECT pgqueue.nack(" + id + ", 'w', 'e', '178000000 years')", "22008", "out of range"},
+      {"SELECT pgqueue.nack(" + id + ", 'w', repeat('e', 10240), '-1 us')", "22023",
+       "requeue_after"},
+      {"SELECT pgqueue.gc('1 day', '1 day', -2147483648)", "22023", "batch_size"},
+      {"SELECT pgqueue.set_retry_backoff('q', '-1 s', '1 s')", "22023", "back-off"},
+      {"SELECT pgqueue.set_retry_backoff(repeat('n', 256), '1 s', '1 s')", "22023",
+       "invalid queue name"},
   };
   const auto before = jobs_digest(s);
   for (const auto& call : calls) {
@@ -68,9 +88,18 @@ TEST_CASE("bad input is refused with the right SQLSTATE and changes nothing", "[
     }
   }
   CHECK(jobs_digest(s) == before);
+  CHECK(s.integer("SELECT 1") == 1);  // the session is still usable
   // Ids that do not exist, or are held by someone else, are answered, not errors.
   CHECK(*s.scalar("SELECT pgqueue.ack(-1, 'w')") == "f");
   CHECK(*s.scalar("SELECT pgqueue.nack(424242, 'w')") == "lost");
   CHECK(*s.scalar("SELECT pgqueue.ack_batch(ARRAY[424242, -1]::bigint[], 'w')") == "{}");
+  // A job held by another worker, or named together with another queue, is not touched.
+  CHECK(*s.scalar("SELECT pgqueue.ack(" + id + ", 'w2')") == "f");
+  CHECK(*s.scalar("SELECT pgqueue.heartbeat(" + id + ", 'w2')") == "f");
+  CHECK(*s.scalar("SELECT pgqueue.release(" + id + ", 'w2')") == "f");
+  CHECK(*s.scalar("SELECT pgqueue.nack(" + id + ", 'w2', 'x')") == "lost");
+  CHECK(*s.scalar("SELECT pgqueue.ack(" + id + ", 'w', 2)") == "f");  // a later attempt's token
+  CHECK(s.integer("SELECT pgqueue.retry_dead('other', ARRAY[" + id + "]::bigint[])") == 0);
+  CHECK(s.integer("SELECT pgqueue.retry_dead('q', ARRAY[9223372036854775807]::bigint[])") == 0);
   CHECK(jobs_digest(s) == before);
 }
