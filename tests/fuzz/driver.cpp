@@ -22,11 +22,41 @@ namespace {
 using bytes = std::vector<std::uint8_t>;
 
 // Fragments that matter to the parsers under test, spliced into inputs.
-const std::vector<std::string> dictionary = {
-    "password=", "password", "'", "\\", "\\'", "%", "%40", "postgresql://", "u:", "@", "?",
-    "&password=", " ", "=", "\x01", "\x02", std::string(1, '\0'), "NaN", "-Infinity", "inf",
-    "9223372036854775807", "-9223372036854775808", "18446744073709551616", "1e400", "t",
-    "false", "\"", "{", "}", ",", "NULL", "\xc3\x28", "\xff", std::string(64, 'a'), "*"};
+const std::vector<std::string> dictionary = {"password=",
+                                             "password",
+                                             "'",
+                                             "\\",
+                                             "\\'",
+                                             "%",
+                                             "%40",
+                                             "postgresql://",
+                                             "u:",
+                                             "@",
+                                             "?",
+                                             "&password=",
+                                             " ",
+                                             "=",
+                                             "\x01",
+                                             "\x02",
+                                             std::string(1, '\0'),
+                                             "NaN",
+                                             "-Infinity",
+                                             "inf",
+                                             "9223372036854775807",
+                                             "-9223372036854775808",
+                                             "18446744073709551616",
+                                             "1e400",
+                                             "t",
+                                             "false",
+                                             "\"",
+                                             "{",
+                                             "}",
+                                             ",",
+                                             "NULL",
+                                             "\xc3\x28",
+                                             "\xff",
+                                             std::string(64, 'a'),
+                                             "*"};
 
 bytes read_all(const std::filesystem::path& p) {
   std::ifstream in(p, std::ios::binary);
@@ -42,7 +72,8 @@ void mutate(bytes& b, std::mt19937_64& rng) {
         if (b.size() > 1) b[1 + pick(b.size() - 1)] ^= static_cast<std::uint8_t>(1u << (rng() % 8));
         break;
       case 1:  // insert a random byte
-        b.insert(b.begin() + static_cast<long>(1 + pick(b.size())), static_cast<std::uint8_t>(rng()));
+        b.insert(b.begin() + static_cast<long>(1 + pick(b.size())),
+                 static_cast<std::uint8_t>(rng()));
         break;
       case 2:  // erase a range
         if (b.size() > 1) {
@@ -67,7 +98,8 @@ void mutate(bytes& b, std::mt19937_64& rng) {
         break;
       case 5:  // overwrite a byte with an interesting value
         if (b.size() > 1) {
-          static const std::uint8_t values[] = {0, 1, 2, 0x7f, 0x80, 0xff, '\'', '"', '\\', '=', ' '};
+          static const std::uint8_t values[] = {0,    1,   2,    0x7f, 0x80, 0xff,
+                                                '\'', '"', '\\', '=',  ' '};
           b[1 + pick(b.size() - 1)] = values[pick(sizeof values)];
         }
         break;

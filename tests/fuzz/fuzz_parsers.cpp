@@ -16,11 +16,11 @@
 #include <string_view>
 #include <vector>
 
-#include <pgqueue/pgqueue.hpp>
 #include <pgqueue/pg/detail/from_text.hpp>
 #include <pgqueue/pg/detail/identifier.hpp>
 #include <pgqueue/pg/detail/secrets.hpp>
 #include <pgqueue/pg/detail/to_text.hpp>
+#include <pgqueue/pgqueue.hpp>
 
 namespace {
 
@@ -212,7 +212,8 @@ void fuzz_names(std::string_view input) {
       elements.emplace_back(std::string(piece));
     }
   }
-  require(parse_array(pg::detail::to_array_literal(elements)) == elements, "array literal round trip");
+  require(parse_array(pg::detail::to_array_literal(elements)) == elements,
+          "array literal round trip");
 }
 
 // Option validation: a queue handle refuses non-positive lease and poll interval, a worker a
@@ -235,7 +236,8 @@ void fuzz_options(std::string_view input) {
     w.concurrency = static_cast<int>(v[3]);
     w.claim_batch = static_cast<int>(v[3] >> 32);
     try {
-      pgqueue::worker wk(q, [](const pgqueue::job&) -> asio::awaitable<void> { co_return; }, w);
+      pgqueue::worker wk(
+          q, [](const pgqueue::job&) -> asio::awaitable<void> { co_return; }, w);
       require(w.concurrency >= 1, "worker accepts only concurrency >= 1");
     } catch (const pg::error& e) {
       require(w.concurrency < 1 && e.code() == pgqueue::errc::invalid_argument,
@@ -254,11 +256,21 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   std::string_view input(reinterpret_cast<const char*>(data) + 1, size - 1);
   // '0'..'4' name the areas in the seed corpus; any other byte maps to one of them too.
   switch (static_cast<unsigned>(data[0] - '0') % 5) {
-    case 0: fuzz_from_text(input); break;
-    case 1: fuzz_result(input); break;
-    case 2: fuzz_secrets(input); break;
-    case 3: fuzz_names(input); break;
-    case 4: fuzz_options(input); break;
+    case 0:
+      fuzz_from_text(input);
+      break;
+    case 1:
+      fuzz_result(input);
+      break;
+    case 2:
+      fuzz_secrets(input);
+      break;
+    case 3:
+      fuzz_names(input);
+      break;
+    case 4:
+      fuzz_options(input);
+      break;
   }
   return 0;
 }

@@ -14,8 +14,8 @@ TEST_CASE("verify-full connects over TLS to a server with a certificate for its 
   const auto dsn = pgq_test::tls_cluster::shared().tcp_dsn("localhost", "verify-full");
   auto [ssl, version] = pgq_test::run_async([&]() -> asio::awaitable<std::pair<bool, std::string>> {
     auto conn = co_await pg::connect(co_await asio::this_coro::executor, dsn);
-    auto r = co_await conn.query(
-        "SELECT ssl, version FROM pg_stat_ssl WHERE pid = pg_backend_pid()");
+    auto r =
+        co_await conn.query("SELECT ssl, version FROM pg_stat_ssl WHERE pid = pg_backend_pid()");
     co_return std::pair{r.get<bool>(0, 0), r.get<std::string>(0, 1)};
   });
   CHECK(ssl);

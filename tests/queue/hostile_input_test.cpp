@@ -23,9 +23,15 @@ struct expected {
   std::string sqlstate;  // empty for client-side errors
 };
 
-expected client(pgqueue::errc e) { return {e, ""}; }
-expected client(pgqueue::pg::errc e) { return {e, ""}; }
-expected server(std::string sqlstate) { return {pgqueue::pg::errc::server_error, std::move(sqlstate)}; }
+expected client(pgqueue::errc e) {
+  return {e, ""};
+}
+expected client(pgqueue::pg::errc e) {
+  return {e, ""};
+}
+expected server(std::string sqlstate) {
+  return {pgqueue::pg::errc::server_error, std::move(sqlstate)};
+}
 
 struct hostile_call {
   std::string what;
@@ -73,7 +79,8 @@ std::string random_bytes(std::size_t n, unsigned seed) {
   return s;
 }
 
-const std::string ten_mb_invalid = "{\"k\": " + std::string(10 << 20, 'x') + "}";  // a 10 MB bad token
+const std::string ten_mb_invalid =
+    "{\"k\": " + std::string(10 << 20, 'x') + "}";  // a 10 MB bad token
 const std::string nul_text = std::string("a\0b", 3);
 const std::string bad_utf8 = "caf\xc3\x28";  // a broken two-byte sequence
 
@@ -91,10 +98,14 @@ TEST_CASE("hostile payloads are refused with their SQLSTATE", "[hostile]") {
        [](auto& db) -> asio::awaitable<void> { co_await q(db, "q").enqueue(R"({"a": "\u0000"})"); },
        server("22P05")},
       {"payload with a NUL byte",
-       [](auto& db) -> asio::awaitable<void> { co_await q(db, "q").enqueue("\"" + nul_text + "\""); },
+       [](auto& db) -> asio::awaitable<void> {
+         co_await q(db, "q").enqueue("\"" + nul_text + "\"");
+       },
        client(pgqueue::pg::errc::invalid_argument)},
       {"payload with invalid UTF-8",
-       [](auto& db) -> asio::awaitable<void> { co_await q(db, "q").enqueue("\"" + bad_utf8 + "\""); },
+       [](auto& db) -> asio::awaitable<void> {
+         co_await q(db, "q").enqueue("\"" + bad_utf8 + "\"");
+       },
        server("22021")},
       {"a batch with one invalid payload adds none",
        [](auto& db) -> asio::awaitable<void> {
@@ -117,10 +128,14 @@ TEST_CASE("hostile queue names are refused; odd but valid ones are just names", 
       {"empty name", [](auto& db) -> asio::awaitable<void> { co_await q(db, "").enqueue("{}"); },
        server("22023")},
       {"10 kB name",
-       [](auto& db) -> asio::awaitable<void> { co_await q(db, std::string(10240, 'n')).enqueue("{}"); },
+       [](auto& db) -> asio::awaitable<void> {
+         co_await q(db, std::string(10240, 'n')).enqueue("{}");
+       },
        server("22023")},
       {"256-byte name",
-       [](auto& db) -> asio::awaitable<void> { co_await q(db, std::string(256, 'n')).enqueue("{}"); },
+       [](auto& db) -> asio::awaitable<void> {
+         co_await q(db, std::string(256, 'n')).enqueue("{}");
+       },
        server("22023")},
       {"name with a NUL byte",
        [](auto& db) -> asio::awaitable<void> { co_await q(db, nul_text).enqueue("{}"); },
@@ -132,7 +147,9 @@ TEST_CASE("hostile queue names are refused; odd but valid ones are just names", 
        [](auto& db) -> asio::awaitable<void> { co_await q(db, bad_utf8).enqueue("{}"); },
        server("22021")},
       {"claim on a 10 kB name",
-       [](auto& db) -> asio::awaitable<void> { co_await q(db, std::string(10240, 'n')).try_claim(); },
+       [](auto& db) -> asio::awaitable<void> {
+         co_await q(db, std::string(10240, 'n')).try_claim();
+       },
        server("22023")},
       {"waiting claim on a bad name",
        [](auto& db) -> asio::awaitable<void> { co_await q(db, "").claim(); }, server("22023")},
@@ -143,9 +160,13 @@ TEST_CASE("hostile queue names are refused; odd but valid ones are just names", 
 
   scratch_database db;
   session s(db.dsn());
-  const std::vector<std::string> names = {"q'; DROP TABLE pgqueue.jobs; --", "\"quoted\"",
-                                          "back\\slash", "ünïcødé ✓", std::string(255, 'x'),
-                                          "$1", "%s%n"};
+  const std::vector<std::string> names = {"q'; DROP TABLE pgqueue.jobs; --",
+                                          "\"quoted\"",
+                                          "back\\slash",
+                                          "ünïcødé ✓",
+                                          std::string(255, 'x'),
+                                          "$1",
+                                          "%s%n"};
   auto ids = run_async([&]() -> asio::awaitable<std::vector<std::int64_t>> {
     auto conn = co_await pgqueue::connect(co_await asio::this_coro::executor, db.dsn());
     std::vector<std::int64_t> out;
@@ -167,7 +188,9 @@ TEST_CASE("hostile options are refused before or by the server", "[hostile]") {
   using q = pgqueue::queue;
   check_refused({
       {"max_attempts 0",
-       [](auto& db) -> asio::awaitable<void> { co_await q(db, "q").enqueue("{}", {.max_attempts = 0}); },
+       [](auto& db) -> asio::awaitable<void> {
+         co_await q(db, "q").enqueue("{}", {.max_attempts = 0});
+       },
        server("22023")},
       {"max_attempts INT_MIN",
        [](auto& db) -> asio::awaitable<void> {
@@ -198,7 +221,8 @@ TEST_CASE("hostile options are refused before or by the server", "[hostile]") {
          co_await q(db, "q").enqueue_batch(std::move(p), {}, std::move(k));
        },
        client(pgqueue::errc::invalid_argument)},
-      {"claim batch of 0", [](auto& db) -> asio::awaitable<void> { co_await q(db, "q").try_claim_batch(0); },
+      {"claim batch of 0",
+       [](auto& db) -> asio::awaitable<void> { co_await q(db, "q").try_claim_batch(0); },
        server("22023")},
       {"claim batch of -1",
        [](auto& db) -> asio::awaitable<void> { co_await q(db, "q").try_claim_batch(-1); },
@@ -239,14 +263,16 @@ TEST_CASE("hostile options are refused before or by the server", "[hostile]") {
        client(pgqueue::errc::invalid_argument)},
       {"worker concurrency 0",
        [](auto& db) -> asio::awaitable<void> {
-         pgqueue::worker w(q(db, "q"), [](const pgqueue::job&) -> asio::awaitable<void> { co_return; },
+         pgqueue::worker w(q(db, "q"),
+                           [](const pgqueue::job&) -> asio::awaitable<void> { co_return; },
                            {.concurrency = 0});
          co_return;
        },
        client(pgqueue::errc::invalid_argument)},
       {"worker concurrency INT_MIN",
        [](auto& db) -> asio::awaitable<void> {
-         pgqueue::worker w(q(db, "q"), [](const pgqueue::job&) -> asio::awaitable<void> { co_return; },
+         pgqueue::worker w(q(db, "q"),
+                           [](const pgqueue::job&) -> asio::awaitable<void> { co_return; },
                            {.concurrency = INT_MIN});
          co_return;
        },
@@ -325,7 +351,8 @@ TEST_CASE("extreme but valid values round-trip exactly", "[hostile]") {
     out.push_back(co_await q.enqueue("{}", {.priority = INT_MAX}));
     out.push_back(co_await q.enqueue("{}", {.priority = INT_MIN}));
     out.push_back(co_await q.enqueue("{}", {.max_attempts = INT_MAX}));
-    out.push_back(co_await q.enqueue("{}", {.run_after = std::chrono::system_clock::time_point::max()}));
+    out.push_back(
+        co_await q.enqueue("{}", {.run_after = std::chrono::system_clock::time_point::max()}));
     // A 10 MB payload is fine (jsonb holds up to 255 MB).
     const std::string big = "\"" + std::string(10 << 20, 'p') + "\"";
     out.push_back(co_await q.enqueue(big));
@@ -347,9 +374,13 @@ TEST_CASE("extreme but valid values round-trip exactly", "[hostile]") {
 }
 
 TEST_CASE("hostile conninfo strings fail to connect with connect_failed", "[hostile]") {
-  const std::vector<std::string> conninfos = {
-      "host=/nonexistent dbname='unterminated", "nosuchkey=1", "postgresql://[::1",
-      std::string(10240, '='), nul_text, "host=/nonexistent port=99999999999", "sslmode=bogus"};
+  const std::vector<std::string> conninfos = {"host=/nonexistent dbname='unterminated",
+                                              "nosuchkey=1",
+                                              "postgresql://[::1",
+                                              std::string(10240, '='),
+                                              nul_text,
+                                              "host=/nonexistent port=99999999999",
+                                              "sslmode=bogus"};
   for (const auto& conninfo : conninfos) {
     INFO(conninfo.substr(0, 40));
     auto e = run_async([&]() -> asio::awaitable<std::optional<pgqueue::error>> {

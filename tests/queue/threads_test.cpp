@@ -29,14 +29,13 @@ TEST_CASE("a worker drains jobs enqueued from other threads on a 4-thread io_con
     auto conn = co_await pgqueue::connect(io.get_executor(), db.dsn());
     pgqueue::queue q(conn, "mt", {.worker_id = "mt-worker", .poll_interval = 200ms});
     pgqueue::worker* self = nullptr;
-    pgqueue::worker w(
-        q,
-        [&](const pgqueue::job&) -> asio::awaitable<void> {
-          // Handlers run on the worker's strand, where stop() may be called.
-          if (++handled == total) self->stop();
-          co_return;
-        },
-        {.concurrency = 16, .janitor_interval = 100ms});
+    pgqueue::worker w(q,
+                      [&](const pgqueue::job&) -> asio::awaitable<void> {
+                        // Handlers run on the worker's strand, where stop() may be called.
+                        if (++handled == total) self->stop();
+                        co_return;
+                      },
+                      {.concurrency = 16, .janitor_interval = 100ms});
     self = &w;
     co_await w.run();
     co_return w.stats();
@@ -58,13 +57,15 @@ TEST_CASE("a worker drains jobs enqueued from other threads on a 4-thread io_con
   auto producer_queue = q.get();
   auto produce = [&](int p) -> asio::awaitable<void> {
     for (int i = 0; i < per_producer; ++i) {
-      const std::string payload = "{\"p\": " + std::to_string(p) + ", \"i\": " + std::to_string(i) + "}";
+      const std::string payload =
+          "{\"p\": " + std::to_string(p) + ", \"i\": " + std::to_string(i) + "}";
       co_await producer_queue->enqueue(payload);
       ++enqueued;
     }
   };
   std::vector<std::future<void>> produced;
-  for (int p = 0; p < producers; ++p) produced.push_back(asio::co_spawn(io, produce(p), asio::use_future));
+  for (int p = 0; p < producers; ++p)
+    produced.push_back(asio::co_spawn(io, produce(p), asio::use_future));
   for (auto& f : produced) f.get();
   auto stats = worker_done.get();
   // Dropping the last handle closes the producers' connection; the threads then run out of

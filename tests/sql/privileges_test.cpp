@@ -104,8 +104,9 @@ TEST_CASE("a producer can enqueue and nothing else", "[privileges]") {
   CHECK(s.error_of("SELECT pgqueue.enqueue('', '{}')") == "22023");
 
   for (const std::string sql :
-       {"SELECT * FROM pgqueue.claim_batch('q', 'w', 1)", "SELECT * FROM pgqueue.claim_next('q', 'w')",
-        "SELECT pgqueue.ack(1, 'w')", "SELECT pgqueue.nack(1, 'w')", "SELECT pgqueue.release(1, 'w')",
+       {"SELECT * FROM pgqueue.claim_batch('q', 'w', 1)",
+        "SELECT * FROM pgqueue.claim_next('q', 'w')", "SELECT pgqueue.ack(1, 'w')",
+        "SELECT pgqueue.nack(1, 'w')", "SELECT pgqueue.release(1, 'w')",
         "SELECT pgqueue.heartbeat(1, 'w')", "SELECT pgqueue.janitor_reset_stale_claims()",
         "SELECT * FROM pgqueue.depth"}) {
     INFO(sql);

@@ -106,7 +106,8 @@ throwaway_cluster::throwaway_cluster(const cluster_options& options) : bindir_(f
   dir_ = tmpl;
   if (::geteuid() == 0) {
     const passwd* pw = ::getpwnam(server_user);
-    if (!pw) throw std::runtime_error("running as root needs the 'postgres' user to own the server");
+    if (!pw)
+      throw std::runtime_error("running as root needs the 'postgres' user to own the server");
     if (::chown(dir_.c_str(), pw->pw_uid, pw->pw_gid) != 0)
       throw std::runtime_error("chown of " + dir_ + " failed");
   }
@@ -115,7 +116,8 @@ throwaway_cluster::throwaway_cluster(const cluster_options& options) : bindir_(f
                         "--locale=C --no-sync >" + dir_ + "/initdb.log 2>&1"),
                "initdb");
   // The files belong to the server's user; as root we may still write them.
-  if (!options.config_lines.empty()) append_lines(dir_ + "/data/postgresql.conf", options.config_lines);
+  if (!options.config_lines.empty())
+    append_lines(dir_ + "/data/postgresql.conf", options.config_lines);
   if (!options.hba_lines.empty()) prepend_lines(dir_ + "/data/pg_hba.conf", options.hba_lines);
   std::string listen = "''";
   if (options.tcp) {
@@ -138,10 +140,9 @@ throwaway_cluster::~throwaway_cluster() {
 }
 
 int throwaway_cluster::pg_ctl(const std::string& args) const {
-  return std::system(
-      as_owner(bindir_ + "/pg_ctl -D " + dir_ + "/data -l " + dir_ + "/server.log -w " + args +
-               " >/dev/null 2>&1")
-          .c_str());
+  return std::system(as_owner(bindir_ + "/pg_ctl -D " + dir_ + "/data -l " + dir_ +
+                              "/server.log -w " + args + " >/dev/null 2>&1")
+                         .c_str());
 }
 
 }  // namespace pgq_test

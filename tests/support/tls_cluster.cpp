@@ -53,8 +53,8 @@ tls_cluster::tls_cluster() {
   run("openssl req" + ec + " -keyout " + key + " -out " + dir_ + "/server.csr -subj /CN=localhost");
   std::ofstream(dir_ + "/server.ext") << "subjectAltName=DNS:localhost\n"
                                          "extendedKeyUsage=serverAuth\n";
-  run("openssl x509 -req -days 2 -in " + dir_ + "/server.csr -CA " + ca_file_ + " -CAkey " +
-      dir_ + "/ca.key -CAcreateserial -out " + crt + " -extfile " + dir_ + "/server.ext");
+  run("openssl x509 -req -days 2 -in " + dir_ + "/server.csr -CA " + ca_file_ + " -CAkey " + dir_ +
+      "/ca.key -CAcreateserial -out " + crt + " -extfile " + dir_ + "/server.ext");
   hand_to_server(key, 0600);
   hand_to_server(crt, 0644);
   ::chmod(ca_file_.c_str(), 0644);
