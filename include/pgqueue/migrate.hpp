@@ -1,10 +1,13 @@
 // Installing or upgrading the pgqueue schema from C++.
 #pragma once
 
+#include <exception>
+
 #include <asio/awaitable.hpp>
 
 #include "pgqueue/connect.hpp"
 #include "pgqueue/detail/schema_sql.hpp"
+#include "pgqueue/error.hpp"
 
 namespace pgqueue {
 
@@ -15,9 +18,26 @@ inline constexpr int schema_version = detail::schema_version;
 /// keeping every job: the same text as sql/pgqueue.sql, in one transaction. Idempotent and safe
 /// to run from several processes at once. One round trip (waits for requests already in flight
 /// on the connection). Throws the server's error, e.g. SQLSTATE 55000 when the installed schema
-/// is newer than this library.
+/// is newer than this library, or 42501 for a role that may not change the schema. After a
+/// failure nothing is changed and the connection is usable.
 inline asio::awaitable<void> migrate(database db) {
-  co_await db.execute_script(detail::schema_sql);
+  std::exception_ptr failure;
+  try {
+    co_await db.execute_script(detail::schema_sql);
+  } catch (const error&) {
+    failure = std::current_exception();
+  }
+  if (failure) {
+    // The script is one transaction block: a statement failing in it (e.g. 42501 for a role
+    // that does not own the schema) leaves the session inside the aborted block, refusing
+    // every later query. Ending it keeps the connection usable; on a lost connection this
+    // fails too, and the original error is what matters.
+    try {
+      co_await db.execute_script("ROLLBACK");
+    } catch (const error&) {
+    }
+    std::rethrow_exception(failure);
+  }
 }
 
 }  // namespace pgqueue

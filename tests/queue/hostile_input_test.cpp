@@ -8,6 +8,7 @@
 
 #include <pgqueue/pgqueue.hpp>
 
+#include "support/role.hpp"
 #include "support/server.hpp"
 #include "support/session.hpp"
 #include "support/sql_api.hpp"
@@ -399,4 +400,36 @@ TEST_CASE("hostile conninfo strings fail to connect with connect_failed", "[host
     }
     CHECK(std::string_view(e->what()).size() < 4096);
   }
+}
+
+TEST_CASE("migrate refuses a role that does not own the schema, and a closed handle",
+          "[hostile]") {
+  scratch_database db;
+  scoped_role stranger(db.dsn(), "stranger");
+  session s(db.dsn());
+  enqueue(s, "q");
+  const auto before = jobs_digest(s);
+  const auto dsn = stranger.dsn();
+  auto errors = run_async([&]() -> asio::awaitable<std::vector<pgqueue::error>> {
+    std::vector<pgqueue::error> out;
+    auto conn = co_await pgqueue::connect(co_await asio::this_coro::executor, dsn);
+    try {
+      co_await pgqueue::migrate(conn);
+    } catch (const pgqueue::error& e) {
+      out.push_back(e);
+    }
+    auto r = co_await conn.query("SELECT 42");
+    CHECK(r.get<int>(0, 0) == 42);
+    conn.close();
+    try {
+      co_await pgqueue::migrate(conn);
+    } catch (const pgqueue::error& e) {
+      out.push_back(e);
+    }
+    co_return out;
+  });
+  REQUIRE(errors.size() == 2);
+  CHECK(errors[0].sqlstate() == "42501");
+  CHECK(errors[1].code() == pgqueue::pg::errc::closed);
+  CHECK(jobs_digest(s) == before);
 }
