@@ -210,3 +210,19 @@ TEST_CASE("a worker role runs the C++ queue end to end", "[privileges]") {
   CHECK(outcome == "{\"n\": 1}");
   CHECK(count_jobs(f.admin, "done", "q") == 1);
 }
+
+TEST_CASE("the library's wake-ups reach listeners when a producer role enqueues",
+          "[privileges]") {
+  roles_fixture f;
+  session listener(f.worker.dsn());
+  listener.query("LISTEN " + *listener.scalar("SELECT pgqueue.channel('q')"));
+  const auto dsn = f.producer.dsn();
+  run_async([&]() -> asio::awaitable<void> {
+    auto db = co_await pgqueue::connect(co_await asio::this_coro::executor, dsn);
+    pgqueue::queue q(db, "q");
+    co_await q.enqueue("{}");
+  });
+  auto n = listener.wait_notification(5000);
+  REQUIRE(n);
+  CHECK(n->second == "q");
+}
