@@ -1,4 +1,5 @@
-// A dropped connection fails every pending request and subscription wait with connection_lost.
+// With reconnect off, a dropped connection fails every pending request and subscription wait
+// with connection_lost, and stays closed (reconnect_test.cpp covers the default).
 #include <asio/experimental/awaitable_operators.hpp>
 #include <string>
 
@@ -8,11 +9,15 @@
 
 using namespace pgq_pg_test;
 
+namespace {
+constexpr pg::connect_options no_reconnect{.reconnect = false};
+}  // namespace
+
 TEST_CASE("pg_terminate_backend fails pending requests and waiters with connection_lost",
           "[pg][lost]") {
   pgq_test::scratch_database db(false);
   pgq_test::run_async([&]() -> asio::awaitable<void> {
-    auto [victim, admin] = co_await connect_pair(db.dsn());
+    auto [victim, admin] = co_await connect_pair(db.dsn(), no_reconnect);
     auto sub = co_await victim.subscribe("c");
 
     std::vector<asio::awaitable<pg::result>> pending;
@@ -51,7 +56,7 @@ TEST_CASE("pg_terminate_backend fails pending requests and waiters with connecti
 TEST_CASE("an idle connection notices the server going away", "[pg][lost]") {
   pgq_test::scratch_database db(false);
   pgq_test::run_async([&]() -> asio::awaitable<void> {
-    auto [victim, admin] = co_await connect_pair(db.dsn());
+    auto [victim, admin] = co_await connect_pair(db.dsn(), no_reconnect);
     auto sub = co_await victim.subscribe("idle");
     // Nothing in flight on `victim`: only the subscription wait learns about it.
     auto waiting = sub.next();

@@ -76,9 +76,11 @@ asio::awaitable<pg::error> expect_error(asio::awaitable<T> op) {
 }
 
 /// Two connections to `dsn` on the current executor (e.g. a listener and a sender).
-inline asio::awaitable<std::pair<pg::connection, pg::connection>> connect_pair(std::string dsn) {
+/// `options` apply to the first one.
+inline asio::awaitable<std::pair<pg::connection, pg::connection>> connect_pair(
+    std::string dsn, pg::connect_options options = {}) {
   auto ex = co_await asio::this_coro::executor;
-  auto first = co_await pg::connect(ex, dsn);
+  auto first = co_await pg::connect(ex, dsn, options);
   auto second = co_await pg::connect(ex, dsn);
   co_return std::pair{std::move(first), std::move(second)};
 }

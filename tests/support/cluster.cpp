@@ -124,11 +124,9 @@ throwaway_cluster::throwaway_cluster(const cluster_options& options) : bindir_(f
     port_ = free_port();
     listen = "127.0.0.1 -p " + std::to_string(port_);
   }
-  std::string opts = "-k " + dir_ + " -c listen_addresses=" + listen + " -c max_connections=200";
-  if (!options.durable) opts += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off";
-  run_or_throw(as_owner(bindir_ + "/pg_ctl -D " + dir_ + "/data -l " + dir_ + "/server.log -w " +
-                        "-o \"" + opts + "\" start >/dev/null"),
-               "pg_ctl start");
+  opts_ = "-k " + dir_ + " -c listen_addresses=" + listen + " -c max_connections=200";
+  if (!options.durable) opts_ += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off";
+  if (start() != 0) throw std::runtime_error("pg_ctl start failed in " + dir_);
   dsn_ = "host=" + dir_ + " user=postgres dbname=postgres";
   if (options.tcp) dsn_ += " port=" + std::to_string(port_);  // names the socket file too
 }
@@ -138,6 +136,10 @@ throwaway_cluster::~throwaway_cluster() {
   std::error_code ec;
   std::filesystem::remove_all(dir_, ec);
 }
+
+int throwaway_cluster::stop() const { return pg_ctl("-m fast stop"); }
+
+int throwaway_cluster::start() const { return pg_ctl("-o \"" + opts_ + "\" start"); }
 
 int throwaway_cluster::pg_ctl(const std::string& args) const {
   return std::system(as_owner(bindir_ + "/pg_ctl -D " + dir_ + "/data -l " + dir_ +

@@ -34,9 +34,14 @@ class throwaway_cluster {
   int port() const { return port_; }
   // Runs pg_ctl with `args` as the cluster's owner; returns its exit status.
   int pg_ctl(const std::string& args) const;
+  // Stops the server (fast mode: sessions are terminated) and waits until it is down.
+  int stop() const;
+  // Starts it again with the options it was created with; waits until it accepts connections.
+  int start() const;
 
  private:
   std::string dir_;
+  std::string opts_;
   std::string bindir_;
   std::string dsn_;
   int port_ = 0;

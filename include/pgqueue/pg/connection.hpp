@@ -5,11 +5,13 @@
 #include <asio/awaitable.hpp>
 #include <asio/use_awaitable.hpp>
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
 #include <utility>
 
+#include "pgqueue/pg/connect_options.hpp"
 #include "pgqueue/pg/detail/connection_impl.hpp"
 #include "pgqueue/pg/detail/identifier.hpp"
 #include "pgqueue/pg/detail/operation.hpp"
@@ -22,18 +24,14 @@
 
 namespace pgqueue::pg {
 
-/// Options for `connect`.
-struct connect_options {
-  /// Deadline for the whole attempt (all hosts, TLS and authentication included).
-  std::chrono::milliseconds connect_timeout{10000};
-};
-
 /// A shared handle to one server session; copies refer to the same session, and the session
 /// closes when the last copy (and last subscription) is gone. Any number of coroutines may use
 /// it at once: statements are pipelined and each gets its own answer. All work runs on a strand
 /// of the executor given to `connect`, so a multi-threaded io_context is fine. Every wait
 /// honours Asio per-operation cancellation (e.g. `||` with a timer) and then fails with
-/// `asio::error::operation_aborted`. Failures are thrown as `pg::error`.
+/// `asio::error::operation_aborted`. Failures are thrown as `pg::error`. When the server drops
+/// the session, a new one replaces it (see `connect_options` for what that means for requests,
+/// subscriptions and session state); `close()` or the last copy going away ends it for good.
 class connection {
  public:
   /// An empty handle: not open; operations fail with `errc::closed`.
@@ -42,7 +40,9 @@ class connection {
   /// Runs one parameterised statement (`$1`, `$2`, ... bound from `args`, never spliced into
   /// the SQL). One round trip, pipelined with other requests on this connection. Throws a
   /// server error (`errc::server_error`, with SQLSTATE) if the statement fails — other requests
-  /// are unaffected; `errc::connection_lost`/`closed` if the session ends first;
+  /// are unaffected; `errc::connection_lost`/`closed` if the session ends first (or while
+  /// reconnecting, if no new session comes within `reconnect_wait`); `errc::statement_timeout`
+  /// when the client-side statement deadline passes;
   /// `errc::invalid_argument` for SQL text with a NUL byte or more than 65535 parameters.
   /// If cancelled after sending, the statement still runs on the server; its answer is
   /// discarded and the connection stays usable.
@@ -76,12 +76,14 @@ class connection {
 
   /// LISTENs on `channel` (any text up to 63 bytes without NUL; quoted as an identifier, so
   /// quotes, spaces and non-ASCII are fine) and returns once the server confirmed it: one round
-  /// trip. Throws `errc::invalid_argument` for an unusable name.
+  /// trip. Throws `errc::invalid_argument` for an unusable name. Survives reconnects (see
+  /// `notification::reconnected`).
   asio::awaitable<subscription> subscribe(std::string channel) const {
     return do_subscribe(impl_, std::move(channel));
   }
 
-  /// Whether the session is usable (not closed or lost). Any thread.
+  /// Whether the connection is usable: open, or reconnecting after a drop (requests then wait
+  /// for the new session). False once closed, or lost for good. Any thread.
   bool is_open() const noexcept { return impl_ && impl_->is_open(); }
 
   /// Closes the session for every copy of this handle: pending and later operations fail
@@ -95,8 +97,17 @@ class connection {
     return impl_ ? asio::any_io_executor(impl_->strand()) : asio::any_io_executor();
   }
 
-  /// The server process ID of this session (0 for an empty handle).
+  /// The server process ID of the current session: a new one after each reconnect; 0 while
+  /// reconnecting, when closed, or for an empty handle. Any thread.
   int backend_pid() const noexcept { return impl_ ? impl_->backend_pid() : 0; }
+
+  /// How many times a dropped session was replaced by a new one. Any thread.
+  std::uint64_t reconnects() const noexcept { return impl_ ? impl_->reconnects() : 0; }
+
+  /// Reconnect attempts made so far, failed ones included (to watch the back-off). Any thread.
+  std::uint64_t reconnect_attempts() const noexcept {
+    return impl_ ? impl_->reconnect_attempts() : 0;
+  }
 
  private:
   friend asio::awaitable<connection> connect(asio::any_io_executor, std::string, connect_options);
@@ -140,16 +151,19 @@ class connection {
 /// several hosts). Several round trips (startup, authentication). Throws `errc::connect_failed`
 /// with libpq's explanation (a password in `conninfo` is masked), `errc::connect_timeout`
 /// after `options.connect_timeout`, `errc::invalid_argument` for a NUL byte in `conninfo`, or
-/// operation_aborted when cancelled.
+/// operation_aborted when cancelled. The first connect is not retried (a wrong conninfo should
+/// fail fast); only an established session is replaced. With several hosts (`host=a,b`) libpq
+/// tries them in order and honours `target_session_attrs` (e.g. `read-write`), on the first
+/// connect and on every reconnect.
 inline asio::awaitable<connection> connect(asio::any_io_executor ex, std::string conninfo,
                                            connect_options options = {}) {
   // libpq reads a C string: whatever followed a NUL byte would be silently ignored.
   detail::reject_nul(conninfo, "conninfo");
-  auto impl = std::make_shared<detail::connection_impl>(ex);
+  auto impl = std::make_shared<detail::connection_impl>(ex, options);
   // Named rather than a temporary inside co_await: GCC 12 destroys such temporaries twice.
-  auto start = [impl, conninfo = std::move(conninfo), timeout = options.connect_timeout](
+  auto start = [impl, conninfo = std::move(conninfo)](
                    detail::operation_ptr<std::shared_ptr<detail::connection_impl>> op) mutable {
-    impl->start_connect(std::move(conninfo), timeout, std::move(op));
+    impl->start_connect(std::move(conninfo), std::move(op));
   };
   auto connecting = detail::async_start<std::shared_ptr<detail::connection_impl>>(
       impl->strand(), std::move(start), asio::use_awaitable);

@@ -23,6 +23,7 @@ enum class errc {
   conversion_failed,   ///< A column's text could not be parsed as the requested type.
   no_such_column,      ///< No column of the result has the requested name.
   out_of_range,        ///< A row or column index lies outside the result.
+  statement_timeout,   ///< No answer within `connect_options::statement_timeout` (+1 s).
 };
 
 }  // namespace pgqueue::pg
@@ -61,6 +62,8 @@ inline const std::error_category& category() noexcept {
           return "no such column";
         case errc::out_of_range:
           return "row or column index out of range";
+        case errc::statement_timeout:
+          return "statement timed out waiting for the server";
       }
       return "unknown pgqueue.pg error";
     }

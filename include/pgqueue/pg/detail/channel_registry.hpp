@@ -43,6 +43,24 @@ class channel_registry {
     for (auto& s : it->second.subs) s->deliver(n);
   }
 
+  /// The channel is LISTENed again on a new session: its subscribers get the `reconnected`
+  /// marker, since whatever was sent meanwhile is lost.
+  void resynced(const std::string& channel) {
+    auto it = entries_.find(channel);
+    if (it == entries_.end()) return;
+    for (auto& s : it->second.subs) s->deliver(notification{channel, "", 0, true});
+  }
+
+  /// The server refused to LISTEN again: the channel's subscriptions end with `e`.
+  void fail_channel(const std::string& channel, const std::exception_ptr& e) {
+    auto it = entries_.find(channel);
+    if (it == entries_.end()) return;
+    auto subs = std::move(it->second.subs);
+    it->second.subs.clear();
+    erase_if_unused(it);
+    for (auto& s : subs) s->fail(e);
+  }
+
   void fail_all(std::exception_ptr e) {
     auto entries = std::exchange(entries_, {});
     for (auto& [name, entry] : entries) {

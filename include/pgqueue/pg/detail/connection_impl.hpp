@@ -8,9 +8,11 @@
 
 #include <asio/any_io_executor.hpp>
 #include <asio/post.hpp>
+#include <asio/steady_timer.hpp>
 #include <asio/strand.hpp>
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <deque>
 #include <exception>
 #include <memory>
@@ -19,11 +21,13 @@
 #include <utility>
 #include <vector>
 
+#include "pgqueue/pg/connect_options.hpp"
 #include "pgqueue/pg/detail/channel_registry.hpp"
 #include "pgqueue/pg/detail/connector.hpp"
 #include "pgqueue/pg/detail/identifier.hpp"
 #include "pgqueue/pg/detail/libpq_handles.hpp"
 #include "pgqueue/pg/detail/operation.hpp"
+#include "pgqueue/pg/detail/reconnect_policy.hpp"
 #include "pgqueue/pg/detail/request.hpp"
 #include "pgqueue/pg/detail/secrets.hpp"
 #include "pgqueue/pg/detail/server_error.hpp"
@@ -33,12 +37,20 @@
 namespace pgqueue::pg::detail {
 
 /// Everything below runs on `strand()` unless stated otherwise. States: connecting → open →
-/// closed. `lose()` is the single exit from `open`; a later reconnect would go
-/// open → reconnecting → open there, re-LISTENing `channels_.channels()`.
+/// closed, or open → reconnecting → open when a session drops and `connect_options::reconnect`
+/// is on. `lose()` is the single exit from `open`: it fails what was sent, and either ends
+/// the connection or keeps the unsent requests and the subscriptions for the next session,
+/// which `adopt()` sets up (statement_timeout, re-LISTEN of `channels_.channels()`) before them.
 class connection_impl : public std::enable_shared_from_this<connection_impl> {
  public:
-  explicit connection_impl(const asio::any_io_executor& ex)
-      : strand_(asio::make_strand(ex)), socket_(strand_) {}
+  explicit connection_impl(const asio::any_io_executor& ex, connect_options options = {})
+      : strand_(asio::make_strand(ex)),
+        socket_(strand_),
+        options_(options),
+        backoff_(options.reconnect_initial_backoff, options.reconnect_max_backoff),
+        retry_timer_(strand_),
+        wait_timer_(strand_),
+        watchdog_(strand_) {}
 
   connection_impl(const connection_impl&) = delete;
   connection_impl& operator=(const connection_impl&) = delete;
@@ -57,10 +69,14 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
   }
 
   const strand_type& strand() const noexcept { return strand_; }
-  /// Any thread.
+  /// Open, or reconnecting (not closed for good). Any thread.
   bool is_open() const noexcept { return open_.load(); }
-  /// Any thread.
+  /// The current session's server PID; 0 while reconnecting. Any thread.
   int backend_pid() const noexcept { return pid_.load(); }
+  /// Sessions established after the first one. Any thread.
+  std::uint64_t reconnects() const noexcept { return reconnects_.load(); }
+  /// Reconnect attempts started (successful or not). Any thread.
+  std::uint64_t reconnect_attempts() const noexcept { return attempts_.load(); }
 
   /// Fails all pending work with errc::closed. Any thread; takes effect on the strand.
   void close() {
@@ -70,11 +86,11 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
     });
   }
 
-  void start_connect(std::string conninfo, std::chrono::milliseconds timeout,
-                     operation_ptr<std::shared_ptr<connection_impl>> op) {
+  void start_connect(std::string conninfo, operation_ptr<std::shared_ptr<connection_impl>> op) {
     scrubber_ = secret_scrubber(conninfo);
+    conninfo_ = conninfo;  // kept for reconnecting
     auto c = std::make_shared<connector>(
-        strand_, std::move(conninfo), timeout, scrubber_,
+        strand_, std::move(conninfo), options_.connect_timeout, scrubber_,
         [self = shared_from_this(), op](std::exception_ptr e, conn_ptr conn) {
           if (op->done()) return;  // cancelled; `conn` is closed on scope exit
           if (e) return op->complete(std::move(e));
@@ -87,19 +103,32 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
     c->start();
   }
 
+  /// Sends `r` now, or while reconnecting queues it for the new session (until
+  /// `reconnect_wait` passes), or fails it when closed.
   void submit(request_ptr r) {
-    if (state_ != state::open) return r->fail(closed_error());
-    queued_.push_back(std::move(r));
-    if (!pumping_) pump();
+    switch (state_) {
+      case state::open:
+        queued_.push_back(std::move(r));
+        if (!pumping_) pump();
+        return;
+      case state::reconnecting:
+        if (options_.reconnect_wait.count() <= 0) return r->fail(waiting_error());
+        r->deadline = std::chrono::steady_clock::now() + options_.reconnect_wait;
+        queued_.push_back(std::move(r));
+        arm_wait_timer();
+        return;
+      default:
+        return r->fail(closed_error());
+    }
   }
 
   void listen(std::shared_ptr<subscription_state> sub, operation_ptr<result> op) {
-    if (state_ != state::open) return op->complete(closed_error());
+    if (state_ == state::closed) return op->complete(closed_error());
     const std::string& channel = sub->channel();
     channels_.begin_listen(channel);
     auto r = make_statement("LISTEN " + quote_identifier(channel), std::move(op));
-    r->on_finish = [this, sub](bool ok, bool abandoned) {
-      if (channels_.end_listen(sub->channel(), ok && !abandoned ? sub : nullptr)) {
+    r->on_finish = [this, sub](const std::exception_ptr& failure, bool abandoned) {
+      if (channels_.end_listen(sub->channel(), !failure && !abandoned ? sub : nullptr)) {
         unlisten(sub->channel());
       }
     };
@@ -125,10 +154,12 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
   }
 
  private:
-  enum class state { connecting, open, closed };
+  enum class state { connecting, open, reconnecting, closed };
+  using clock = std::chrono::steady_clock;
 
   // Called once the connector succeeded; returns an error if the session cannot be set up.
   std::exception_ptr adopt(conn_ptr conn) {
+    last_fatal_.clear();
     conn_ = std::move(conn);
     PQsetNoticeReceiver(conn_.get(), &connection_impl::on_notice, this);
     if (PQsetnonblocking(conn_.get(), 1) != 0 || PQenterPipelineMode(conn_.get()) != 1) {
@@ -145,8 +176,34 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
     pid_ = PQbackendPID(conn_.get());
     state_ = state::open;
     open_ = true;
+    in_transaction_ = false;
+    // Requests that waited for this session stop counting down, and go after its set-up.
+    ++wait_gen_;
+    wait_armed_ = false;
+    wait_timer_.cancel();
+    auto waiting = std::exchange(queued_, {});
+    if (options_.statement_timeout.count() > 0) {
+      params ms{std::to_string(options_.statement_timeout.count())};
+      queued_.push_back(make_statement("SELECT set_config('statement_timeout', $1, false)",
+                                       nullptr, std::move(ms)));
+    }
+    for (const auto& channel : channels_.channels()) queued_.push_back(relisten(channel));
+    for (auto& r : waiting) queued_.push_back(std::move(r));
     pump();
     return nullptr;
+  }
+
+  // LISTEN again on a new session; its subscribers then learn that they may have missed some.
+  request_ptr relisten(const std::string& channel) {
+    auto r = make_statement("LISTEN " + quote_identifier(channel), nullptr);
+    r->on_finish = [this, channel](const std::exception_ptr& failure, bool) {
+      if (!failure) {
+        channels_.resynced(channel);
+      } else if (state_ == state::open) {
+        channels_.fail_channel(channel, failure);  // the server refused; a drop is retried
+      }
+    };
+    return r;
   }
 
   // The server's FATAL message before it hangs up arrives as a notice when no statement runs;
@@ -189,6 +246,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
       if (state_ == state::open && PQstatus(conn_.get()) == CONNECTION_BAD) lose_connection();
     }
     pumping_ = false;
+    arm_watchdog();
   }
 
   void arm_waits() {
@@ -236,6 +294,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
       } else if (!send_statement(r)) {
         return true;
       }
+      if (in_flight_.empty()) progress_at_ = clock::now();  // the server starts on it now
       in_flight_.push_back(pop_front(queued_));
       sent = true;
     }
@@ -272,6 +331,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
 
   bool end_script() {
     script_running_ = false;
+    note_transaction_status();
     pop_front(in_flight_)->finish();
     if (state_ != state::open) return false;
     if (PQenterPipelineMode(conn_.get()) != 1) {
@@ -300,8 +360,10 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
         continue;
       }
       nulls = 0;
+      progress_at_ = clock::now();
       switch (PQresultStatus(res.get())) {
         case PGRES_PIPELINE_SYNC:
+          note_transaction_status();
           pop_front(in_flight_)->finish();
           break;
         case PGRES_COPY_IN:
@@ -343,20 +405,166 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
     lose(code, what + libpq_message());
   }
 
-  // The single way out of `open`: every pending request and subscription wait fails with the
-  // same error, and libpq's socket is released before PQfinish closes it.
+  // After each answer (pipeline idle then, when used sequentially): whether the session is
+  // inside a transaction block, which a new session could not continue.
+  void note_transaction_status() {
+    switch (PQtransactionStatus(conn_.get())) {
+      case PQTRANS_IDLE:
+        in_transaction_ = false;
+        break;
+      case PQTRANS_INTRANS:
+      case PQTRANS_INERROR:
+        in_transaction_ = true;
+        break;
+      default:
+        break;  // busy with later requests: keep what the last idle moment said
+    }
+  }
+
+  // The single way out of `open`. Requests already sent fail with the error; libpq's socket is
+  // released before PQfinish closes it. Then either the connection ends (unsent requests and
+  // subscription waits fail too) or, for a dropped session with `reconnect` on, it keeps them
+  // and starts reconnecting.
   void lose(errc code, std::string message) {
     if (state_ == state::closed) return;
-    state_ = state::closed;
-    open_ = false;
-    closed_error_ = make_error(code, scrubber_.scrub(std::move(message)));
+    const bool dropped = code == errc::connection_lost || code == errc::statement_timeout;
+    const bool retry = dropped && options_.reconnect && state_ == state::open && !in_transaction_;
+    if (dropped && options_.reconnect && in_transaction_) {
+      message += "\n(not reconnected: the session was inside a transaction block)";
+    } else if (retry) {
+      message += "\n(reconnecting)";
+    }
+    auto failure = make_error(code, scrubber_.scrub(std::move(message)));
     socket_.release();
+    script_running_ = false;
+    want_write_ = false;
+    pid_ = 0;
+    if (retry) {
+      state_ = state::reconnecting;
+      lost_error_ = failure;
+      // Stamped before anything below can queue more: unsent requests wait for the new session.
+      const auto deadline = clock::now() + options_.reconnect_wait;
+      for (auto& r : queued_) r->deadline = deadline;
+    } else {
+      state_ = state::closed;
+      open_ = false;
+      closed_error_ = failure;
+      retry_timer_.cancel();
+      wait_timer_.cancel();
+      watchdog_.cancel();
+      if (auto c = std::exchange(connector_, nullptr)) c->cancel();
+    }
     auto in_flight = std::exchange(in_flight_, {});
-    auto queued = std::exchange(queued_, {});
-    for (auto& r : in_flight) r->fail(closed_error_);
-    for (auto& r : queued) r->fail(closed_error_);
-    channels_.fail_all(closed_error_);
+    for (auto& r : in_flight) r->fail(failure);
     conn_.reset();
+    if (!retry) {
+      auto queued = std::exchange(queued_, {});
+      for (auto& r : queued) r->fail(closed_error_);
+      channels_.fail_all(closed_error_);
+      return;
+    }
+    if (options_.reconnect_wait.count() <= 0) expire_waiting();
+    arm_wait_timer();
+    schedule_reconnect();
+  }
+
+  void schedule_reconnect() {
+    retry_timer_.expires_after(backoff_.next_delay());
+    retry_timer_.async_wait([self = shared_from_this()](std::error_code ec) {
+      if (!ec) self->attempt_reconnect();
+    });
+  }
+
+  // One attempt with the original conninfo: libpq walks its host list again and honours
+  // target_session_attrs, so a failover to another listed host is followed.
+  void attempt_reconnect() {
+    if (state_ != state::reconnecting) return;
+    ++attempts_;
+    auto c = std::make_shared<connector>(
+        strand_, conninfo_, options_.connect_timeout, scrubber_,
+        [self = shared_from_this()](std::exception_ptr e, conn_ptr conn) {
+          self->connector_.reset();
+          if (self->state_ != state::reconnecting) return;  // closed meanwhile
+          if (!e) e = self->adopt(std::move(conn));
+          if (e) {
+            self->last_attempt_error_ = e;
+            return self->schedule_reconnect();
+          }
+          ++self->reconnects_;
+          self->backoff_.reset();
+        });
+    connector_ = c;
+    c->start();  // may finish (and drop connector_) before it returns
+  }
+
+  // Why a request waiting for the new session gives up.
+  std::exception_ptr waiting_error() const {
+    std::string why = "connection to server lost and not re-established within " +
+                      std::to_string(options_.reconnect_wait.count()) + " ms";
+    try {
+      if (last_attempt_error_) std::rethrow_exception(last_attempt_error_);
+      if (lost_error_) std::rethrow_exception(lost_error_);
+    } catch (const std::exception& e) {
+      why += std::string(": ") + e.what();
+    }
+    return make_error(errc::connection_lost, std::move(why));
+  }
+
+  // Fails the queued requests whose `reconnect_wait` has passed.
+  void expire_waiting() {
+    if (state_ != state::reconnecting) return;
+    const auto now = clock::now();
+    std::deque<request_ptr> expired;
+    std::deque<request_ptr> keep;
+    for (auto& r : queued_) (r->deadline <= now ? expired : keep).push_back(std::move(r));
+    queued_ = std::move(keep);
+    if (expired.empty()) return;
+    auto e = waiting_error();
+    for (auto& r : expired) r->fail(e);  // hooks may queue more (UNLISTEN): queued_ is whole
+  }
+
+  void arm_wait_timer() {
+    if (state_ != state::reconnecting || queued_.empty()) return;
+    auto earliest = queued_.front()->deadline;
+    for (const auto& r : queued_) earliest = std::min(earliest, r->deadline);
+    if (wait_armed_ && wait_at_ <= earliest) return;
+    wait_armed_ = true;
+    wait_at_ = earliest;
+    wait_timer_.expires_at(earliest);
+    wait_timer_.async_wait([self = shared_from_this(), gen = ++wait_gen_](std::error_code) {
+      if (gen != self->wait_gen_) return;  // re-armed or reconnected since
+      self->wait_armed_ = false;
+      self->expire_waiting();
+      self->arm_wait_timer();
+    });
+  }
+
+  // With a statement_timeout: fails the requests sent (with errc::statement_timeout) and drops
+  // the session once the server has sent nothing for statement_timeout + 1 s while answers are
+  // due. The server's own statement_timeout fires first when it is alive; this catches a hung
+  // server or a dead network, where only dropping the session frees the pipeline (PQcancel
+  // would block the thread).
+  void arm_watchdog() {
+    if (options_.statement_timeout.count() <= 0 || watchdog_armed_ || state_ != state::open ||
+        in_flight_.empty()) {
+      return;
+    }
+    watchdog_armed_ = true;
+    watchdog_.expires_at(progress_at_ + watchdog_limit());
+    watchdog_.async_wait([self = shared_from_this()](std::error_code ec) {
+      self->watchdog_armed_ = false;
+      if (ec || self->state_ != state::open || self->in_flight_.empty()) return;
+      if (clock::now() < self->progress_at_ + self->watchdog_limit()) return self->arm_watchdog();
+      self->lose(errc::statement_timeout,
+                 "no answer from the server within " +
+                     std::to_string(self->watchdog_limit().count()) +
+                     " ms (statement_timeout + 1 s); the connection was dropped (the server may "
+                     "still run the statement)");
+    });
+  }
+
+  std::chrono::milliseconds watchdog_limit() const {
+    return options_.statement_timeout + std::chrono::seconds(1);
   }
 
   std::exception_ptr closed_error() const {
@@ -373,14 +581,31 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
   socket_watch socket_;
   conn_ptr conn_;
   secret_scrubber scrubber_;
+  connect_options options_;
+  std::string conninfo_;
   state state_ = state::connecting;
   std::atomic<bool> open_{false};
   std::atomic<int> pid_{0};
+  std::atomic<std::uint64_t> reconnects_{0};
+  std::atomic<std::uint64_t> attempts_{0};
   std::deque<request_ptr> queued_;     // not sent yet, in submission order
   std::deque<request_ptr> in_flight_;  // sent, answers pending, in send order
   channel_registry channels_;
   std::exception_ptr closed_error_;
+  std::exception_ptr lost_error_;          // why the last session ended (while reconnecting)
+  std::exception_ptr last_attempt_error_;  // why the last reconnect attempt failed
   std::string last_fatal_;
+  reconnect_policy backoff_;
+  std::shared_ptr<connector> connector_;  // the reconnect attempt in progress
+  asio::steady_timer retry_timer_;        // the back-off before the next attempt
+  asio::steady_timer wait_timer_;         // the earliest deadline of a waiting request
+  asio::steady_timer watchdog_;           // statement_timeout's client-side deadline
+  clock::time_point wait_at_{};
+  clock::time_point progress_at_{};       // last answer, or first send into an idle pipeline
+  unsigned wait_gen_ = 0;
+  bool wait_armed_ = false;
+  bool watchdog_armed_ = false;
+  bool in_transaction_ = false;
   bool pumping_ = false;
   bool reading_ = false;
   bool writing_ = false;

@@ -40,9 +40,13 @@ class connector : public std::enable_shared_from_this<connector> {
         done_(std::move(done)) {}
 
   void start() {
-    // expand_dbname=1: the "dbname" value may be any conninfo string or URI.
-    const char* keywords[] = {"fallback_application_name", "dbname", nullptr};
-    const char* values[] = {"pgqueue", conninfo_.c_str(), nullptr};
+    // expand_dbname=1: the "dbname" value may be any conninfo string or URI. Keywords before it
+    // are defaults the conninfo overrides. TCP keepalives and tcp_user_timeout notice a silently
+    // dead network within about a minute (the OS default is two hours), so an idle connection
+    // learns it must reconnect; unix sockets ignore them.
+    const char* keywords[] = {"fallback_application_name", "keepalives_idle", "keepalives_interval",
+                              "keepalives_count", "tcp_user_timeout", "dbname", nullptr};
+    const char* values[] = {"pgqueue", "30", "10", "3", "60000", conninfo_.c_str(), nullptr};
     conn_.reset(PQconnectStartParams(keywords, values, 1));
     if (!conn_) return fail(errc::connect_failed, "could not allocate a libpq connection");
     // libpq's default prints notices to stderr; a library must stay quiet.

@@ -3,6 +3,7 @@
 
 #include <libpq-fe.h>
 
+#include <chrono>
 #include <exception>
 #include <functional>
 #include <memory>
@@ -26,9 +27,11 @@ struct request {
   /// Null for fire-and-forget work (UNLISTEN). A done op means the caller gave up: results
   /// are still read, to keep the pipeline in step, and then dropped.
   operation_ptr<result> op;
-  /// Runs on the strand before the caller is resumed; told whether the work succeeded and
+  /// Runs on the strand before the caller is resumed; told the failure (null on success) and
   /// whether the caller is still waiting.
-  std::function<void(bool succeeded, bool abandoned)> on_finish;
+  std::function<void(const std::exception_ptr& failure, bool abandoned)> on_finish;
+  /// While reconnecting: when a request not yet sent gives up waiting for the new session.
+  std::chrono::steady_clock::time_point deadline{};
 
   result first;
   std::exception_ptr failure;
@@ -63,7 +66,7 @@ struct request {
   /// Delivers the outcome (once).
   void finish() {
     const bool ok = !failure;
-    if (auto hook = std::exchange(on_finish, nullptr)) hook(ok, abandoned());
+    if (auto hook = std::exchange(on_finish, nullptr)) hook(failure, abandoned());
     if (op) op->complete(failure, ok ? std::move(first) : result{});
   }
 
