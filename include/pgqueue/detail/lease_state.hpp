@@ -1,14 +1,17 @@
 // The shared state of one lease: the job, who holds it, and its heartbeat loop.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <memory>
 #include <string>
+#include <variant>
 
 #include <asio/cancellation_signal.hpp>
 #include <asio/co_spawn.hpp>
 #include <asio/detached.hpp>
+#include <asio/experimental/awaitable_operators.hpp>
 #include <asio/post.hpp>
 #include <asio/redirect_error.hpp>
 #include <asio/steady_timer.hpp>
@@ -16,6 +19,7 @@
 
 #include "pgqueue/connect.hpp"
 #include "pgqueue/job.hpp"
+#include "pgqueue/pg/error.hpp"
 
 namespace pgqueue::detail {
 
@@ -48,6 +52,40 @@ struct lease_state : std::enable_shared_from_this<lease_state> {
     return std::to_string(d.count()) + " milliseconds";
   }
 
+  /// A failure of the connection rather than of the statement: the request may be sent again
+  /// once the connection has a new session.
+  static bool connection_fault(const pg::error& e) {
+    return e.code() == pg::errc::connection_lost || e.code() == pg::errc::statement_timeout;
+  }
+
+  /// How long to wait before sending a failed heartbeat or final operation again (the request
+  /// itself then waits for the new session, up to connect_options::reconnect_wait).
+  std::chrono::milliseconds retry_delay() const {
+    return std::min(heartbeat_every, std::chrono::milliseconds(250));
+  }
+
+  /// Runs a final operation (ack, nack, release) on the job, sending it again after a connection
+  /// fault while the connection reconnects and the lease may still be valid (at least three
+  /// tries). The operations are fenced by worker id and attempt, so a repeat cannot touch a
+  /// later attempt; `*repeated` tells the caller that an earlier try's outcome is unknown (it
+  /// may have taken effect). Throws the last failure.
+  asio::awaitable<pg::result> settle(std::string sql, pg::params args, bool* repeated) {
+    for (int tries = 1;; ++tries) {
+      try {
+        co_return co_await db.query(sql, args);
+      } catch (const pg::error& e) {
+        if (!connection_fault(e) || !db.is_open() ||
+            (tries >= 3 && std::chrono::steady_clock::now() >= expires)) {
+          throw;
+        }
+      }
+      *repeated = true;
+      asio::steady_timer pause(db.get_executor(), retry_delay());
+      std::error_code ec;
+      co_await pause.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+    }
+  }
+
   void start_heartbeat() {
     asio::co_spawn(db.get_executor(), heartbeat_loop(shared_from_this()), asio::detached);
   }
@@ -62,29 +100,56 @@ struct lease_state : std::enable_shared_from_this<lease_state> {
     lost_signal.emit(asio::cancellation_type::terminal);
   }
 
+  enum class beat_outcome { extended, refused, failed };
+
+  // One heartbeat; never throws.
+  static asio::awaitable<beat_outcome> beat(std::shared_ptr<lease_state> self) {
+    try {
+      auto r = co_await self->db.query(
+          "SELECT pgqueue.heartbeat($1, $2, $3::interval, $4)",
+          {self->the_job.id, self->worker_id, interval(self->lease_for), self->the_job.attempts});
+      co_return r.get<bool>(0, 0) ? beat_outcome::extended : beat_outcome::refused;
+    } catch (const std::exception&) {
+      co_return beat_outcome::failed;
+    }
+  }
+
+  // Heartbeats every `heartbeat_every`. A heartbeat that fails (connection trouble) is sent
+  // again after retry_delay(), and one that waits for a reconnect is given up, until the lease
+  // would have expired: after that the job may already belong to someone else, so it is lost.
   static asio::awaitable<void> heartbeat_loop(std::shared_ptr<lease_state> self) {
+    using namespace asio::experimental::awaitable_operators;
+    auto wait = self->heartbeat_every;
     while (!self->finished) {
-      self->timer.expires_after(self->heartbeat_every);
+      self->timer.expires_after(wait);
       std::error_code ec;
       co_await self->timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
       if (self->finished) break;
-      try {
-        auto r = co_await self->db.query(
-            "SELECT pgqueue.heartbeat($1, $2, $3::interval, $4)",
-            {self->the_job.id, self->worker_id, interval(self->lease_for), self->the_job.attempts});
-        if (self->finished) break;
-        if (!r.get<bool>(0, 0)) {
-          self->mark_lost();
+      const auto sent = std::chrono::steady_clock::now();
+      if (sent >= self->expires) {
+        self->mark_lost();
+        break;
+      }
+      asio::steady_timer expiry(self->db.get_executor(), self->expires);
+      std::error_code expiry_ec;
+      auto outcome = co_await (
+          beat(self) || expiry.async_wait(asio::redirect_error(asio::use_awaitable, expiry_ec)));
+      if (self->finished) break;
+      if (outcome.index() == 1) {  // no answer before the lease ran out
+        self->mark_lost();
+        break;
+      }
+      switch (std::get<0>(outcome)) {
+        case beat_outcome::extended:
+          self->expires = sent + self->lease_for;  // the server counted from a later moment
+          wait = self->heartbeat_every;
           break;
-        }
-        self->expires = std::chrono::steady_clock::now() + self->lease_for;
-      } catch (const std::exception&) {
-        // A failed heartbeat (connection trouble) is retried at the next tick while the lease
-        // can still be valid; after that the job may already belong to someone else.
-        if (std::chrono::steady_clock::now() >= self->expires) {
+        case beat_outcome::refused:
           self->mark_lost();
+          co_return;
+        case beat_outcome::failed:
+          wait = self->retry_delay();
           break;
-        }
       }
     }
   }
