@@ -6,6 +6,7 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <variant>
 
 #include <asio/cancellation_signal.hpp>
@@ -69,7 +70,7 @@ struct lease_state : std::enable_shared_from_this<lease_state> {
   /// tries). The operations are fenced by worker id and attempt, so a repeat cannot touch a
   /// later attempt; `*repeated` tells the caller that an earlier try's outcome is unknown (it
   /// may have taken effect). Throws the last failure.
-  asio::awaitable<pg::result> settle(std::string sql, pg::params args, bool* repeated) {
+  asio::awaitable<pg::result> settle(std::string_view sql, pg::params args, bool* repeated) {
     for (int tries = 1;; ++tries) {
       try {
         co_return co_await db.query(sql, args);

@@ -1,0 +1,223 @@
+// The queue layer across a dropped connection: direct calls in flight fail with
+// connection_lost and later ones work, an idle claim catches up, a lease keeps heartbeating and
+// can still be acked, and a worker drains everything while its backend is terminated.
+#include <set>
+
+#include <pgqueue/pgqueue.hpp>
+
+#include "support/async.hpp"
+#include "support/queue_fixture.hpp"
+#include "support/session.hpp"
+
+using namespace pgq_test;
+using namespace std::chrono_literals;
+
+namespace {
+
+void terminate(session& admin, int pid) {
+  REQUIRE(admin.scalar("SELECT pg_terminate_backend($1)", {std::to_string(pid)}) == "t");
+}
+
+// Enqueues without a wake-up, so only a re-check can find the job.
+std::int64_t enqueue_silently(session& admin, const std::string& queue) {
+  return admin.integer("SELECT pgqueue.enqueue($1, '{}'::jsonb, p_wake => false)",
+                       {queue});
+}
+
+// Starts `op` now (awaitables are lazy) and records when it finished and how.
+struct started {
+  bool done = false;
+  std::exception_ptr failure;
+};
+std::shared_ptr<started> start(const asio::any_io_executor& ex, asio::awaitable<void> op) {
+  auto s = std::make_shared<started>();
+  asio::co_spawn(ex, std::move(op), [s](std::exception_ptr e) {
+    s->done = true;
+    s->failure = e;
+  });
+  return s;
+}
+
+// Waits until backend `pid` is blocked on a lock: its request is certainly in flight.
+asio::awaitable<bool> blocked_on_lock(session& admin, int pid) {
+  const std::string p = std::to_string(pid);
+  co_return co_await eventually([&] {
+    return admin.integer("SELECT count(*) FROM pg_stat_activity WHERE pid = $1 AND "
+                         "wait_event_type = 'Lock'",
+                         {p}) == 1;
+  });
+}
+
+asio::awaitable<void> enqueue_with_key(pgqueue::queue q) {
+  co_await q.enqueue("{}", {.idempotency_key = "k"});
+}
+
+}  // namespace
+
+TEST_CASE("an enqueue in flight fails with connection_lost; later calls work",
+          "[queue][reconnect]") {
+  queue_fixture f;
+  session admin(f.db.dsn());
+  session other(f.db.dsn());
+  run_async([&]() -> asio::awaitable<void> {
+    auto db = co_await f.connect();
+    pgqueue::queue q{db, "q"};
+    // An uncommitted job with the same idempotency key makes the enqueue wait on the server.
+    other.script("BEGIN");
+    other.query("SELECT pgqueue.enqueue('q', '{}', 'k')");
+    auto in_flight = start(db.get_executor(), enqueue_with_key(q));
+    CHECK(co_await blocked_on_lock(admin, db.backend_pid()));
+    terminate(admin, db.backend_pid());
+    other.script("ROLLBACK");
+    CHECK(co_await eventually([&] { return in_flight->done; }));
+    REQUIRE(in_flight->failure);
+    try {
+      std::rethrow_exception(in_flight->failure);
+    } catch (const pgqueue::error& e) {
+      CHECK(e.code() == pgqueue::pg::errc::connection_lost);
+      CHECK_THAT(e.what(), Catch::Contains("connection to server lost"));
+    }
+    auto id = co_await q.enqueue("{}", {.idempotency_key = "k"});
+    auto lease = co_await q.claim();
+    CHECK(lease.job().id == id);
+    co_await lease.ack();
+    CHECK(db.reconnects() == 1);
+  });
+  CHECK(count_jobs(admin, "done") == 1);
+  CHECK(count_jobs(admin, "claimed") == 0);
+}
+
+TEST_CASE("an idle claim catches up after a reconnect: notifications meanwhile are lost",
+          "[queue][reconnect]") {
+  queue_fixture f;
+  session admin(f.db.dsn());
+  run_async([&]() -> asio::awaitable<void> {
+    auto db = co_await f.connect();
+    // Polling is out of the picture: only a notification or the reconnect marker wakes it.
+    pgqueue::queue q{db, "q", {.poll_interval = 60s}};
+    std::optional<pgqueue::lease> got;
+    // Named: the coroutine refers to the lambda's captures for as long as it runs.
+    auto claimer = [&]() -> asio::awaitable<void> { got.emplace(co_await q.claim()); };
+    auto claiming = start(db.get_executor(), claimer());
+    // Idle once its last query (how long to sleep) has been answered.
+    const std::string pid = std::to_string(db.backend_pid());
+    CHECK(co_await eventually([&] {
+      return admin.integer("SELECT count(*) FROM pg_stat_activity WHERE pid = $1 AND "
+                           "state = 'idle' AND query LIKE '%next_run_after%'",
+                           {pid}) == 1;
+    }));
+    const auto id = enqueue_silently(admin, "q");  // no NOTIFY: like one lost while down
+    terminate(admin, db.backend_pid());
+    CHECK(co_await eventually([&] { return claiming->done; }, 10s));
+    CHECK_FALSE(claiming->failure);
+    if (got) {
+      CHECK(got->job().id == id);
+      co_await got->ack();
+    }
+    CHECK(db.reconnects() == 1);
+  });
+}
+
+TEST_CASE("a lease outlives a reconnect: it heartbeats on the new session and acks",
+          "[queue][reconnect]") {
+  queue_fixture f;
+  session admin(f.db.dsn());
+  run_async([&]() -> asio::awaitable<void> {
+    auto db = co_await f.connect();
+    pgqueue::queue q{db, "q", {.worker_id = "w1", .lease = 1s}};
+    co_await q.enqueue("{}");
+    auto lease = co_await q.claim();
+    terminate(admin, db.backend_pid());
+    // Time is the subject: twice the lease length, which only heartbeats can cover.
+    co_await pause(2s);
+    CHECK_FALSE(lease.lost());
+    CHECK(admin.scalar("SELECT lease_until > now() FROM pgqueue.jobs WHERE id = $1",
+                       {std::to_string(lease.job().id)}) == "t");
+    co_await lease.ack();
+    CHECK(db.reconnects() == 1);
+  });
+  CHECK(count_jobs(admin, "done") == 1);
+}
+
+TEST_CASE("an ack in flight at the drop is sent again; one that already took effect counts",
+          "[queue][reconnect]") {
+  queue_fixture f;
+  session admin(f.db.dsn());
+  session other(f.db.dsn());
+  run_async([&]() -> asio::awaitable<void> {
+    auto db = co_await f.connect();
+    pgqueue::queue q{db, "q", {.worker_id = "w1"}};
+    co_await q.enqueue("{}");
+    co_await q.enqueue("{}");
+    auto first = co_await q.claim();
+    auto second = co_await q.claim();
+    const auto ex = db.get_executor();
+
+    // The first ack waits on a row lock when the session drops: its outcome is unknown, it is
+    // sent again on the new session and acks.
+    other.script("BEGIN");
+    other.query("SELECT 1 FROM pgqueue.jobs WHERE id = $1 FOR UPDATE",
+                {std::to_string(first.job().id)});
+    auto acking = start(ex, first.ack());
+    CHECK(co_await blocked_on_lock(admin, db.backend_pid()));
+    terminate(admin, db.backend_pid());
+    other.script("COMMIT");
+    CHECK(co_await eventually([&] { return acking->done; }));
+    CHECK_FALSE(acking->failure);
+
+    // The second ack "took effect but its answer was lost": done by w1 at this attempt (in a
+    // transaction that commits once the session dropped), the repeated ack finds it so.
+    other.script("BEGIN");
+    other.query("SELECT pgqueue.ack($1, 'w1', $2)", {std::to_string(second.job().id),
+                                                    std::to_string(second.job().attempts)});
+    auto acking_again = start(ex, second.ack());
+    CHECK(co_await blocked_on_lock(admin, db.backend_pid()));
+    terminate(admin, db.backend_pid());
+    other.script("COMMIT");
+    CHECK(co_await eventually([&] { return acking_again->done; }));
+    CHECK_FALSE(acking_again->failure);  // no lease_lost
+    CHECK(db.reconnects() == 2);
+  });
+  CHECK(count_jobs(admin, "done") == 2);
+}
+
+TEST_CASE("a worker drains every job while its backend is terminated", "[queue][reconnect]") {
+  queue_fixture f;
+  session admin(f.db.dsn());
+  constexpr int jobs = 300;
+  admin.query("SELECT pgqueue.enqueue_batch('q', array_agg(jsonb_build_object('i', g))) "
+              "FROM generate_series(1, $1) g",
+              {std::to_string(jobs)});
+  std::set<std::int64_t> handled;
+  pgqueue::worker_stats stats;
+  std::uint64_t reconnects = 0;
+  run_async([&]() -> asio::awaitable<void> {
+    auto db = co_await f.connect();
+    // A short lease: a claim whose answer was lost in the drop comes back through the janitor.
+    pgqueue::queue q{db, "q", {.lease = 2s, .poll_interval = 200ms}};
+    pgqueue::worker* self = nullptr;
+    bool terminated = false;
+    pgqueue::worker w(
+        q,
+        [&](const pgqueue::job& j) -> asio::awaitable<void> {
+          co_await pause(2ms);
+          handled.insert(j.id);
+          if (!terminated && handled.size() >= jobs / 3) {
+            terminated = true;
+            terminate(admin, db.backend_pid());
+          }
+          if (handled.size() == jobs) self->stop();
+        },
+        {.concurrency = 8, .janitor_interval = 250ms});
+    self = &w;
+    co_await w.run();  // returns after stop(); throws if the worker gave up
+    stats = w.stats();
+    reconnects = db.reconnects();
+  }, 90s);
+  CHECK(handled.size() == jobs);
+  CHECK(reconnects >= 1);
+  INFO("acked " << stats.acked << ", lost " << stats.lost << ", claimed " << stats.claimed);
+  CHECK(count_jobs(admin, "done") == jobs);
+  CHECK(count_jobs(admin, "claimed") == 0);
+  CHECK(count_jobs(admin, "ready") == 0);
+}
