@@ -69,12 +69,25 @@ class lease {
 
   /// Marks the job done. One round trip. Throws `errc::lease_lost` when the job is no longer
   /// held (nothing is changed), `errc::lease_finished` when already finished, or a connection
-  /// error (the lease then expires and the job runs again: at-least-once).
+  /// error (the lease then expires and the job runs again: at-least-once). When the connection
+  /// drops, the ack is sent again once it has reconnected, while the lease may still be valid;
+  /// if the first try had taken effect (its answer was lost), the job is found done by this
+  /// worker at this attempt and the ack succeeds (one more round trip).
   asio::awaitable<void> ack() {
     auto s = finish();
-    auto r = co_await s->db.query("SELECT pgqueue.ack($1, $2, $3)",
-                                  {s->the_job.id, s->worker_id, s->the_job.attempts});
-    if (!r.get<bool>(0, 0)) throw lost_error(*s);
+    pg::params p{s->the_job.id, s->worker_id, s->the_job.attempts};
+    bool repeated = false;
+    auto r = co_await s->settle("SELECT pgqueue.ack($1, $2, $3)", std::move(p), &repeated);
+    if (r.get<bool>(0, 0)) co_return;
+    if (repeated) {
+      pg::params q{s->the_job.id, s->worker_id, s->the_job.attempts};
+      auto done = co_await s->settle(
+          "SELECT EXISTS (SELECT 1 FROM pgqueue.jobs WHERE id = $1 AND state = 'done' "
+          "AND claimed_by = $2 AND attempts = $3)",
+          std::move(q), &repeated);
+      if (done.get<bool>(0, 0)) co_return;
+    }
+    throw lost_error(*s);
   }
 
   /// Gives the job back after a failure: retried after the queue's back-off (or `delay`), or
@@ -82,7 +95,9 @@ class lease {
   /// trip. Throws as `ack`, and `errc::invalid_argument` (the lease still held and usable) for
   /// a reason with a NUL byte or a delay that is negative or reaches past what system_clock
   /// can represent. A reason the server refuses (e.g. invalid UTF-8, SQLSTATE 22021) ends the
-  /// lease with the job unchanged: it runs again once the lease expires.
+  /// lease with the job unchanged: it runs again once the lease expires. Sent again across a
+  /// reconnect like `ack` (if the job is then found ready or dead at this attempt, that is what
+  /// is returned).
   asio::awaitable<nack_result> nack(std::string reason,
                                     std::optional<std::chrono::milliseconds> delay = {}) {
     // Checked before finish(): a refusal here must leave the lease as it was.
@@ -99,12 +114,22 @@ class lease {
   }
 
   /// Gives the job back without using up its attempt (e.g. shutting down): ready again at once.
-  /// One round trip. Throws as `ack`.
+  /// One round trip. Throws as `ack`; sent again across a reconnect like `ack`.
   asio::awaitable<void> release() {
     auto s = finish();
-    auto r = co_await s->db.query("SELECT pgqueue.release($1, $2, $3)",
-                                  {s->the_job.id, s->worker_id, s->the_job.attempts});
-    if (!r.get<bool>(0, 0)) throw lost_error(*s);
+    pg::params p{s->the_job.id, s->worker_id, s->the_job.attempts};
+    bool repeated = false;
+    auto r = co_await s->settle("SELECT pgqueue.release($1, $2, $3)", std::move(p), &repeated);
+    if (r.get<bool>(0, 0)) co_return;
+    if (repeated) {  // a release that took effect left the job ready, its attempt given back
+      pg::params q{s->the_job.id, s->the_job.attempts - 1};
+      auto done = co_await s->settle(
+          "SELECT EXISTS (SELECT 1 FROM pgqueue.jobs WHERE id = $1 AND state = 'ready' "
+          "AND attempts = $2)",
+          std::move(q), &repeated);
+      if (done.get<bool>(0, 0)) co_return;
+    }
+    throw lost_error(*s);
   }
 
  private:
@@ -124,9 +149,20 @@ class lease {
     std::optional<std::string> requeue_after;
     if (delay) requeue_after = detail::lease_state::interval(*delay);
     pg::params p{s->the_job.id, s->worker_id, reason, requeue_after, s->the_job.attempts};
-    auto r = co_await s->db.query("SELECT pgqueue.nack($1, $2, $3, $4::interval, $5)",
-                                  std::move(p));
+    bool repeated = false;
+    auto r = co_await s->settle("SELECT pgqueue.nack($1, $2, $3, $4::interval, $5)",
+                                std::move(p), &repeated);
     auto outcome = r.get<std::string>(0, 0);
+    if (outcome == "lost" && repeated) {
+      // The first try may have taken effect: the job is then ready or dead, not claimed again.
+      pg::params q{s->the_job.id, s->the_job.attempts};
+      auto now = co_await s->settle(
+          "SELECT coalesce((SELECT CASE state WHEN 'ready' THEN 'requeued' ELSE state::text END "
+          "FROM pgqueue.jobs WHERE id = $1 AND attempts = $2 AND state IN ('ready', 'dead')), "
+          "'lost')",
+          std::move(q), &repeated);
+      outcome = now.get<std::string>(0, 0);
+    }
     if (outcome == "lost") throw lost_error(*s);
     co_return outcome == "dead" ? nack_result::dead : nack_result::requeued;
   }
@@ -204,6 +240,8 @@ class lease {
 /// finished. Returns how many jobs were marked done: a lease that was lost is not, and is not
 /// an error here (compare with `leases.size()`). Throws `lease_finished` if one was already
 /// finished (before anything is sent), or a connection error (the jobs' leases then expire).
+/// Sent again across a reconnect like `lease::ack`; then the count is of the jobs found done by
+/// this worker at their attempts (one more round trip).
 inline asio::awaitable<std::size_t> ack_batch(std::vector<lease>& leases) {
   if (leases.empty()) co_return 0;
   for (auto& l : leases) {
@@ -225,8 +263,15 @@ inline asio::awaitable<std::size_t> ack_batch(std::vector<lease>& leases) {
     attempts.push_back(s->the_job.attempts);
   }
   pg::params p{ids, states.front()->worker_id, attempts};
-  auto r = co_await states.front()->db.query(
-      "SELECT cardinality(pgqueue.ack_batch($1::bigint[], $2, $3::int[]))", std::move(p));
+  bool repeated = false;
+  auto r = co_await states.front()->settle(
+      "SELECT cardinality(pgqueue.ack_batch($1::bigint[], $2, $3::int[]))", std::move(p),
+      &repeated);
+  if (repeated) {
+    pg::params q{ids, states.front()->worker_id, attempts};
+    r = co_await states.front()->settle(detail::lease_state::count_acked_sql, std::move(q),
+                                        &repeated);
+  }
   co_return static_cast<std::size_t>(r.get<std::int64_t>(0, 0));
 }
 

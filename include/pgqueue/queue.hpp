@@ -98,8 +98,10 @@ class queue {
 
   /// Waits until a job is claimable and claims it. Idle, it waits on LISTEN/NOTIFY and re-checks
   /// at least every `poll_interval` (and when a scheduled job falls due), so a lost
-  /// notification delays a claim but never loses it. Cancellable (per-operation cancellation);
-  /// a round trip per check.
+  /// notification delays a claim but never loses it. After a reconnect it re-checks at once
+  /// (the subscription's `reconnected` marker), since notifications sent meanwhile are lost. A
+  /// request of its own that the drop caught in flight fails it with `connection_lost`.
+  /// Cancellable (per-operation cancellation); a round trip per check.
   asio::awaitable<lease> claim() {
     auto got = co_await claim_batch(1);
     co_return std::move(got.front());
@@ -124,7 +126,8 @@ class queue {
   /// The next notification that a job became claimable in this queue (enqueue, immediate retry,
   /// janitor, retry_dead). The first call subscribes (one round trip); notifications arriving
   /// between calls are kept. Notifications can be lost while disconnected: use it as a hint,
-  /// not a count. Cancellable. Meant for one waiting coroutine per queue handle.
+  /// not a count; after a reconnect one arrives with `reconnected == true` (check the queue).
+  /// Cancellable. Meant for one waiting coroutine per queue handle.
   asio::awaitable<notification> next_notification() {
     co_await watch();
     co_return co_await s_->watcher->next();

@@ -65,8 +65,11 @@ class worker {
   worker& operator=(const worker&) = delete;
 
   /// Claims and handles jobs until stop(); then lets running handlers finish (up to
-  /// stop_timeout), cancels and releases the rest, waits for pending acks and returns. Throws
-  /// when its own claim fails (e.g. the connection is lost), after the same shutdown.
+  /// stop_timeout), cancels and releases the rest, waits for pending acks and returns. While
+  /// the connection reconnects after a drop it keeps going: claims are sent again, acks whose
+  /// outcome was lost are repeated (fenced by attempt) and counted by what the server shows.
+  /// Throws when its own claim fails otherwise (e.g. the connection is closed for good, or
+  /// `reconnect` is off), after the same shutdown.
   asio::awaitable<void> run() {
     auto ex = co_await asio::this_coro::executor;
     changed_.emplace(ex);
@@ -114,23 +117,36 @@ class worker {
         continue;
       }
       const int want = std::min(free, options_.claim_batch);
-      // Busy: the acks of finished jobs ride along with the claim (one commit for both).
-      auto got = co_await detail::shielded(ack_and_claim(want));
-      if (got.empty() && !stopping_) {
-        // Idle: wait for a notification or the poll; finished jobs are acked on their own
-        // meanwhile. Only this wait is cancelled by stop(); a claim already sent still
-        // returns its jobs.
-        idle_ = true;
-        flush_acks();
-        try {
-          got = co_await asio::co_spawn(
-              ex, q_.wait_and_claim(want),
-              asio::bind_cancellation_slot(stop_signal_.slot(), asio::use_awaitable));
-        } catch (...) {
+      std::vector<lease> got;
+      bool dropped = false;
+      try {
+        // Busy: the acks of finished jobs ride along with the claim (one commit for both).
+        got = co_await detail::shielded(ack_and_claim(want));
+        if (got.empty() && !stopping_) {
+          // Idle: wait for a notification or the poll; finished jobs are acked on their own
+          // meanwhile. Only this wait is cancelled by stop(); a claim already sent still
+          // returns its jobs.
+          idle_ = true;
+          flush_acks();
+          try {
+            got = co_await asio::co_spawn(
+                ex, q_.wait_and_claim(want),
+                asio::bind_cancellation_slot(stop_signal_.slot(), asio::use_awaitable));
+          } catch (...) {
+            idle_ = false;
+            throw;
+          }
           idle_ = false;
-          throw;
         }
-        idle_ = false;
+      } catch (const error& e) {
+        // The connection dropped and is reconnecting: claim again once it is back (the next
+        // claim waits for the new session). Jobs a lost claim took come back at lease expiry.
+        if (stopping_ || !reconnecting(e)) throw;
+        dropped = true;
+      }
+      if (dropped) {
+        co_await changed_->wait(std::chrono::milliseconds(250));
+        continue;
       }
       stats_.claimed += got.size();
       for (auto& l : got) {
@@ -160,14 +176,56 @@ class worker {
       attempts.push_back(s->the_job.attempts);
     }
     const auto sent = static_cast<std::int64_t>(ids.size());
+    const bool repeated = std::exchange(acks_repeated_, false);
     try {
-      auto r = co_await q_.ack_and_try_claim(std::move(ids), std::move(attempts), want);
-      stats_.acked += r.acked;
-      stats_.lost += sent - r.acked;
+      auto r = co_await q_.ack_and_try_claim(ids, attempts, want);
+      std::int64_t acked = r.acked;
+      if (repeated && acked < sent) {
+        acked = co_await count_acked(std::move(ids), std::move(attempts));
+      }
+      stats_.acked += acked;
+      stats_.lost += sent - acked;
       co_return std::move(r.leases);
-    } catch (const std::exception&) {
-      stats_.lost += sent;  // unconfirmed: the leases expire and the jobs run again
+    } catch (const error& e) {
+      if (!reconnecting(e)) {
+        stats_.lost += sent;  // unconfirmed: the leases expire and the jobs run again
+        throw;
+      }
+      retry_acks(batch);
       throw;
+    }
+  }
+
+  // Whether `e` is a dropped connection that is being re-established.
+  bool reconnecting(const error& e) const {
+    return detail::lease_state::connection_fault(e) && q_.db().is_open();
+  }
+
+  // Acks whose outcome a dropped connection left unknown go out again with the next ones
+  // (fenced by worker id and attempt, so a repeat cannot touch a later attempt), while their
+  // leases may still be valid; the others count as lost (they expire and run again).
+  void retry_acks(std::vector<std::shared_ptr<detail::lease_state>>& batch) {
+    const auto now = clock::now();
+    for (auto& s : batch) {
+      if (s->expires > now) {
+        to_ack_.insert(to_ack_.begin(), std::move(s));
+      } else {
+        ++stats_.lost;
+      }
+    }
+    acks_repeated_ = true;
+  }
+
+  // After a repeated ack: how many of these jobs this worker has acked, whichever try did it
+  // (one round trip, only after a connection fault).
+  asio::awaitable<std::int64_t> count_acked(std::vector<std::int64_t> ids,
+                                            std::vector<int> attempts) {
+    try {
+      pg::params p{ids, q_.options().worker_id, attempts};
+      auto r = co_await q_.db().query(detail::lease_state::count_acked_sql, std::move(p));
+      co_return r.get<std::int64_t>(0, 0);
+    } catch (const std::exception&) {
+      co_return 0;  // the jobs are done or will run again; only the count is unknown
     }
   }
 
@@ -237,16 +295,30 @@ class worker {
         ids.push_back(s->the_job.id);
         attempts.push_back(s->the_job.attempts);
       }
+      const bool repeated = std::exchange(acks_repeated_, false);
+      bool dropped = false;
       try {
+        pg::params p{ids, q_.options().worker_id, attempts};
         auto r = co_await q_.db().query(
-            "SELECT cardinality(pgqueue.ack_batch($1::bigint[], $2, $3::int[]))",
-            {ids, q_.options().worker_id, attempts});
+            "SELECT cardinality(pgqueue.ack_batch($1::bigint[], $2, $3::int[]))", std::move(p));
         auto acked = r.get<std::int64_t>(0, 0);
+        const auto sent = static_cast<std::int64_t>(ids.size());
+        if (repeated && acked < sent) {
+          acked = co_await count_acked(std::move(ids), std::move(attempts));
+        }
         stats_.acked += acked;
-        stats_.lost += ids.size() - acked;
+        stats_.lost += sent - acked;
+      } catch (const error& e) {
+        if (reconnecting(e)) {
+          retry_acks(batch);
+          dropped = true;
+        } else {
+          stats_.lost += ids.size();  // unconfirmed: the leases expire and the jobs run again
+        }
       } catch (const std::exception&) {
-        stats_.lost += ids.size();  // unconfirmed: the leases expire and the jobs run again
+        stats_.lost += ids.size();
       }
+      if (dropped) co_await changed_->wait(std::chrono::milliseconds(250));
     }
     ack_in_flight_ = false;
     changed_->notify();
@@ -275,14 +347,17 @@ class worker {
 
   asio::awaitable<void> janitor_loop() {
     bool leader = false;
+    std::uint64_t session = 0;  // the lock is the session's: a reconnect loses it
     auto next = clock::now();
     while (!stopping_) {
       if (clock::now() >= next) {
         next = clock::now() + options_.janitor_interval;
         try {
+          if (leader && session != q_.db().reconnects()) leader = false;
           if (!leader) {
+            session = q_.db().reconnects();
             auto r = co_await q_.db().query("SELECT pg_try_advisory_lock($1)", {janitor_lock_key});
-            leader = r.get<bool>(0, 0);
+            leader = r.get<bool>(0, 0) && session == q_.db().reconnects();
           }
           if (leader) {
             auto r = co_await q_.db().query("SELECT pgqueue.janitor_reset_stale_claims()");
@@ -313,6 +388,7 @@ class worker {
   bool forced_ = false;
   bool ack_in_flight_ = false;
   bool idle_ = false;  // the claim loop waits for jobs to appear
+  bool acks_repeated_ = false;  // to_ack_ holds acks a dropped connection may have applied
   bool janitor_running_ = false;
   int in_flight_ = 0;
   asio::cancellation_signal stop_signal_;

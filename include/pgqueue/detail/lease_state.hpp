@@ -53,6 +53,12 @@ struct lease_state : std::enable_shared_from_this<lease_state> {
     return std::to_string(d.count()) + " milliseconds";
   }
 
+  /// Counts the jobs of ($1 ids, $3 attempts) that are done by worker $2 at those attempts:
+  /// what an ack_batch repeated across a reconnect achieved, whichever try did it.
+  static constexpr std::string_view count_acked_sql =
+      "SELECT count(*) FROM pgqueue.jobs j JOIN unnest($1::bigint[], $3::int[]) u(id, attempt) "
+      "ON j.id = u.id WHERE j.state = 'done' AND j.claimed_by = $2 AND j.attempts = u.attempt";
+
   /// A failure of the connection rather than of the statement: the request may be sent again
   /// once the connection has a new session.
   static bool connection_fault(const pg::error& e) {
