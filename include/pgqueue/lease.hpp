@@ -225,8 +225,9 @@ class lease {
   static asio::awaitable<void> nack_in_background(std::shared_ptr<detail::lease_state> s,
                                                   std::string reason) {
     try {
-      co_await s->db.query("SELECT pgqueue.nack($1, $2, $3, NULL, $4)",
-                           {s->the_job.id, s->worker_id, std::move(reason), s->the_job.attempts});
+      pg::params p{s->the_job.id, s->worker_id, std::move(reason), s->the_job.attempts};
+      bool repeated = false;  // a repeat that finds the job gone changes nothing: fine here
+      co_await s->settle("SELECT pgqueue.nack($1, $2, $3, NULL, $4)", std::move(p), &repeated);
     } catch (const std::exception&) {
       // Nobody is left to tell; the lease expires and the job is retried.
     }
