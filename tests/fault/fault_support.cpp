@@ -50,8 +50,9 @@ std::string fault_report::line() const {
   out << "fault report: " << fault << ": enqueued " << enqueued << ", done " << done
       << ", re-run " << re_run << ", dead " << dead;
   if (ready) out << ", ready " << ready;
-  out << ", lost " << lost << ", " << buf;
-  if (!notes.empty()) out << " (" << notes << ")";
+  out << ", lost " << lost << ", " << buf << " (extra claims " << extra_claims;
+  if (!notes.empty()) out << "; " << notes;
+  out << ")";
   return out.str();
 }
 
@@ -90,6 +91,7 @@ accounting account(session& s, const std::string& fault, const std::string& queu
     job_outcome j = it->second;
     if (auto r = runs.find(id); r != runs.end()) j.runs = r->second;
     if (j.runs > 1) a.report.re_run += j.runs - 1;
+    if (j.attempts > 1) a.report.extra_claims += j.attempts - 1;
     if (j.state == "done" && j.runs > 0) {
       ++a.report.done;
     } else if (j.state == "dead") {

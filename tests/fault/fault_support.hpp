@@ -60,6 +60,8 @@ struct fault_report {
   std::int64_t dead = 0;
   std::int64_t ready = 0;   // still waiting (only where the test stops before the queue is empty)
   std::int64_t lost = 0;    // missing, left claimed, done without a run, or ready where not allowed
+  std::int64_t extra_claims = 0;  // pgqueue.jobs.attempts beyond the first, summed over jobs
+                                  // (>= re_run: a claim whose answer was lost ran nothing)
   double seconds = 0;
   std::string notes;        // fault-specific counts (terminations, kills, ...)
 
