@@ -164,17 +164,29 @@ class worker {
     flush_acks();
   }
 
+  // The finished jobs waiting for an ack, taken out with their ids and attempts (the fence).
+  struct pending_acks {
+    std::vector<std::shared_ptr<detail::lease_state>> batch;
+    std::vector<std::int64_t> ids;
+    std::vector<int> attempts;
+  };
+  pending_acks take_acks() {
+    pending_acks p{std::move(to_ack_), {}, {}};
+    to_ack_.clear();
+    for (auto& s : p.batch) {
+      p.ids.push_back(s->the_job.id);
+      p.attempts.push_back(s->the_job.attempts);
+    }
+    return p;
+  }
+
   // Claims up to `want` jobs, acking the finished ones (if any) in the same statement.
   asio::awaitable<std::vector<lease>> ack_and_claim(int want) {
     if (to_ack_.empty()) co_return co_await q_.try_claim_batch(want);
-    auto batch = std::move(to_ack_);
-    to_ack_.clear();
-    std::vector<std::int64_t> ids;
-    std::vector<int> attempts;
-    for (auto& s : batch) {
-      ids.push_back(s->the_job.id);
-      attempts.push_back(s->the_job.attempts);
-    }
+    auto acks = take_acks();
+    auto& batch = acks.batch;
+    auto& ids = acks.ids;
+    auto& attempts = acks.attempts;
     const auto sent = static_cast<std::int64_t>(ids.size());
     const bool repeated = std::exchange(acks_repeated_, false);
     try {
@@ -287,14 +299,10 @@ class worker {
 
   asio::awaitable<void> ack_loop() {
     while (!to_ack_.empty()) {
-      auto batch = std::move(to_ack_);
-      to_ack_.clear();
-      std::vector<std::int64_t> ids;
-      std::vector<int> attempts;
-      for (auto& s : batch) {
-        ids.push_back(s->the_job.id);
-        attempts.push_back(s->the_job.attempts);
-      }
+      auto acks = take_acks();
+    auto& batch = acks.batch;
+    auto& ids = acks.ids;
+    auto& attempts = acks.attempts;
       const bool repeated = std::exchange(acks_repeated_, false);
       bool dropped = false;
       try {

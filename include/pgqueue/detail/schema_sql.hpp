@@ -271,6 +271,28 @@ BEGIN
 END
 $$;
 
+-- Raises the error that enqueue's or enqueue_batch's arguments deserve (the slow path of
+-- their one inline test), naming the first bad argument.
+CREATE OR REPLACE FUNCTION pgqueue.check_enqueue_args(
+  p_queue text, p_payload_is_null boolean, p_payload_name text, p_priority int,
+  p_run_after timestamptz, p_max_attempts int, p_wake boolean)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+  PERFORM pgqueue.check_queue_name(p_queue);
+  IF p_payload_is_null THEN
+    PERFORM pgqueue.require(NULL::jsonb, p_payload_name);
+  END IF;
+  PERFORM pgqueue.require(p_priority, 'priority');
+  PERFORM pgqueue.require(p_run_after, 'run_after');
+  PERFORM pgqueue.require(p_max_attempts, 'max_attempts');
+  PERFORM pgqueue.require(p_wake, 'wake');
+  PERFORM pgqueue.require_valid(p_max_attempts >= 1, 'max_attempts must be at least 1');
+END
+$$;
+
 -- ── enqueue ───────────────────────────────────────────────────────────────────────────────
 
 -- Adds one job and returns its id. With an idempotency key, the job already holding that key
@@ -296,13 +318,8 @@ BEGIN
   IF p_queue IS NULL OR p_payload IS NULL OR p_priority IS NULL OR p_run_after IS NULL
      OR p_max_attempts IS NULL OR p_wake IS NULL OR p_max_attempts < 1
      OR octet_length(p_queue) NOT BETWEEN 1 AND 255 OR p_queue ~ '[[:cntrl:]]' THEN
-    PERFORM pgqueue.check_queue_name(p_queue);
-    PERFORM pgqueue.require(p_payload, 'payload');
-    PERFORM pgqueue.require(p_priority, 'priority');
-    PERFORM pgqueue.require(p_run_after, 'run_after');
-    PERFORM pgqueue.require(p_max_attempts, 'max_attempts');
-    PERFORM pgqueue.require(p_wake, 'wake');
-    PERFORM pgqueue.require_valid(p_max_attempts >= 1, 'max_attempts must be at least 1');
+    PERFORM pgqueue.check_enqueue_args(p_queue, p_payload IS NULL, 'payload', p_priority,
+                                       p_run_after, p_max_attempts, p_wake);
   END IF;
   IF NOT p_wake THEN
     PERFORM set_config('pgqueue.defer_wake', 'on', true);
@@ -348,13 +365,8 @@ BEGIN
   IF p_queue IS NULL OR p_payloads IS NULL OR p_priority IS NULL OR p_run_after IS NULL
      OR p_max_attempts IS NULL OR p_wake IS NULL OR p_max_attempts < 1
      OR octet_length(p_queue) NOT BETWEEN 1 AND 255 OR p_queue ~ '[[:cntrl:]]' THEN
-    PERFORM pgqueue.check_queue_name(p_queue);
-    PERFORM pgqueue.require(p_payloads, 'payloads');
-    PERFORM pgqueue.require(p_priority, 'priority');
-    PERFORM pgqueue.require(p_run_after, 'run_after');
-    PERFORM pgqueue.require(p_max_attempts, 'max_attempts');
-    PERFORM pgqueue.require(p_wake, 'wake');
-    PERFORM pgqueue.require_valid(p_max_attempts >= 1, 'max_attempts must be at least 1');
+    PERFORM pgqueue.check_enqueue_args(p_queue, p_payloads IS NULL, 'payloads', p_priority,
+                                       p_run_after, p_max_attempts, p_wake);
   END IF;
   v_n := coalesce(cardinality(p_payloads), 0);
   IF v_n = 0 THEN
