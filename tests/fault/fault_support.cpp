@@ -109,6 +109,18 @@ accounting account(session& s, const std::string& fault, const std::string& queu
   return a;
 }
 
+void report_drain(accounting& a, const drain_outcome& outcome, const std::string& fault_note) {
+  a.report.seconds = outcome.seconds;
+  a.report.notes = fault_note + "; worker acked " + std::to_string(outcome.stats.acked) +
+                   ", lost " + std::to_string(outcome.stats.lost) + ", janitor reset " +
+                   std::to_string(outcome.stats.janitor_reset);
+  a.report.print();
+  INFO(outcome.failure);
+  CHECK(outcome.failure.empty());
+  CHECK(outcome.drained);
+  check_accounting(a);
+}
+
 void check_accounting(const accounting& a) {
   INFO(a.report.line());
   CHECK(a.missing == 0);

@@ -137,6 +137,11 @@ struct drain_outcome {
 drain_outcome drain_under_fault(const drain_setup& setup, run_counter& runs,
                                 const std::function<void(const std::atomic<bool>&)>& fault);
 
+// Prints the report of a drain_under_fault run (`fault_note` first, then the worker's stats)
+// and makes the assertions such a run shares: run() did not fail, the queue drained, and
+// check_accounting.
+void report_drain(accounting& a, const drain_outcome& outcome, const std::string& fault_note);
+
 // Seconds since `start`.
 double seconds_since(std::chrono::steady_clock::time_point start);
 

@@ -50,15 +50,6 @@ TEST_CASE("the server restarted (immediate mode) twice mid-drain", "[fault][rest
 
   session admin(cluster.dsn());
   auto a = account(admin, "pg_ctl restart -m immediate, twice", "q", ids, runs.runs());
-  a.report.seconds = outcome.seconds;
-  a.report.notes = std::to_string(restarts.load()) + " restarts; worker acked " +
-                   std::to_string(outcome.stats.acked) + ", lost " +
-                   std::to_string(outcome.stats.lost) + ", janitor reset " +
-                   std::to_string(outcome.stats.janitor_reset);
-  a.report.print();
-  INFO(outcome.failure);
-  CHECK(outcome.failure.empty());
-  CHECK(outcome.drained);
-  check_accounting(a);
+  report_drain(a, outcome, std::to_string(restarts.load()) + " restarts");
   CHECK(restarts == 2);
 }

@@ -43,16 +43,7 @@ TEST_CASE("the worker's backend terminated every 200 ms while it drains 20,000 j
   });
 
   auto a = account(admin, "pg_terminate_backend every 200 ms", "q", ids, runs.runs());
-  a.report.seconds = outcome.seconds;
-  a.report.notes = std::to_string(terminated.load()) + " backends terminated in " +
-                   std::to_string(rounds.load()) + " rounds; worker acked " +
-                   std::to_string(outcome.stats.acked) + ", lost " +
-                   std::to_string(outcome.stats.lost) + ", janitor reset " +
-                   std::to_string(outcome.stats.janitor_reset);
-  a.report.print();
-  INFO(outcome.failure);
-  CHECK(outcome.failure.empty());
-  CHECK(outcome.drained);
-  check_accounting(a);
+  report_drain(a, outcome, std::to_string(terminated.load()) + " backends terminated in " +
+                               std::to_string(rounds.load()) + " rounds");
   CHECK(terminated >= 3);  // the fault really hit the drain
 }
