@@ -300,14 +300,14 @@ class worker {
   asio::awaitable<void> ack_loop() {
     while (!to_ack_.empty()) {
       auto acks = take_acks();
-    auto& batch = acks.batch;
-    auto& ids = acks.ids;
-    auto& attempts = acks.attempts;
+      auto& batch = acks.batch;
+      auto& ids = acks.ids;
+      auto& attempts = acks.attempts;
       const bool repeated = std::exchange(acks_repeated_, false);
       bool dropped = false;
       try {
         pg::params p{ids, q_.options().worker_id, attempts};
-        auto r = co_await q_.db().query(
+        auto r = co_await q_.db().query_prepared(
             "SELECT cardinality(pgqueue.ack_batch($1::bigint[], $2, $3::int[]))", std::move(p));
         auto acked = r.get<std::int64_t>(0, 0);
         const auto sent = static_cast<std::int64_t>(ids.size());

@@ -130,3 +130,80 @@ TEST_CASE("a NUL byte in a parameter or in SQL is a clear client-side error", "[
     CHECK(r.get<int>(0, 0) == 1);
   });
 }
+
+namespace {
+
+// How many prepared statements the session of `conn` holds for `sql`.
+asio::awaitable<std::int64_t> prepared_count(const pg::connection& conn, const std::string& sql) {
+  auto r = co_await conn.query("SELECT count(*) FROM pg_prepared_statements WHERE statement = $1",
+                               pg::params{sql});
+  co_return r.get<std::int64_t>(0, 0);
+}
+
+}  // namespace
+
+TEST_CASE("a prepared statement is parsed once per session, also under concurrent first use",
+          "[pg][query][prepared]") {
+  pgq_test::scratch_database db(false);
+  pgq_test::run_async([&]() -> asio::awaitable<void> {
+    auto conn = co_await pg::connect(co_await asio::this_coro::executor, db.dsn());
+    const std::string sql = "SELECT $1::int8 * 2, $2::text";
+    std::vector<asio::awaitable<pg::result>> ops;
+    for (std::int64_t i = 0; i < 50; ++i) {
+      ops.push_back(conn.query_prepared(sql, pg::params{i, "p" + std::to_string(i)}));
+    }
+    auto outcomes = co_await gather(std::move(ops));
+    for (std::int64_t i = 0; i < 50; ++i) {
+      INFO("request " << i);
+      REQUIRE(outcomes[i].value);
+      CHECK(outcomes[i].value->get<std::int64_t>(0, 0) == i * 2);
+      CHECK(outcomes[i].value->get<std::string>(0, 1) == "p" + std::to_string(i));
+    }
+    const auto count = co_await prepared_count(conn, sql);
+    CHECK(count == 1);
+    // A statement that returns no rows answers with its own status, not the Parse's.
+    co_await conn.query("CREATE TABLE t (v int8)");
+    auto ins = co_await conn.query_prepared("INSERT INTO t VALUES ($1)", pg::params{7});
+    CHECK(ins.rows() == 0);
+    auto sum = co_await conn.query("SELECT sum(v)::int8 FROM t");
+    CHECK(sum.get<std::int64_t>(0, 0) == 7);
+  });
+}
+
+TEST_CASE("a prepared statement that fails to parse is prepared again on next use",
+          "[pg][query][prepared]") {
+  pgq_test::scratch_database db(false);
+  pgq_test::run_async([&]() -> asio::awaitable<void> {
+    auto conn = co_await pg::connect(co_await asio::this_coro::executor, db.dsn());
+    const std::string sql = "SELECT later_fn($1::int)";
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      auto e = co_await expect_error(conn.query_prepared(sql, pg::params{1}));
+      CHECK(e.sqlstate() == "42883");  // each time the real error, never 26000
+    }
+    auto none = co_await prepared_count(conn, sql);
+    CHECK(none == 0);
+    co_await conn.query("CREATE FUNCTION later_fn(int) RETURNS int LANGUAGE sql AS 'SELECT $1 + 1'");
+    auto r = co_await conn.query_prepared(sql, pg::params{41});
+    CHECK(r.get<int>(0, 0) == 42);
+    auto one = co_await prepared_count(conn, sql);
+    CHECK(one == 1);
+  });
+}
+
+TEST_CASE("after DEALLOCATE by the application one call fails with 26000, the next prepares again",
+          "[pg][query][prepared]") {
+  pgq_test::scratch_database db(false);
+  pgq_test::run_async([&]() -> asio::awaitable<void> {
+    auto conn = co_await pg::connect(co_await asio::this_coro::executor, db.dsn());
+    const std::string sql = "SELECT $1::int + 1";
+    auto first = co_await conn.query_prepared(sql, pg::params{1});
+    CHECK(first.get<int>(0, 0) == 2);
+    co_await conn.execute_script("DEALLOCATE ALL");
+    auto e = co_await expect_error(conn.query_prepared(sql, pg::params{2}));
+    CHECK(e.sqlstate() == "26000");
+    auto again = co_await conn.query_prepared(sql, pg::params{3});
+    CHECK(again.get<int>(0, 0) == 4);
+    auto n = co_await prepared_count(conn, sql);
+    CHECK(n == 1);
+  });
+}

@@ -79,7 +79,7 @@ struct lease_state : std::enable_shared_from_this<lease_state> {
   asio::awaitable<pg::result> settle(std::string_view sql, pg::params args, bool* repeated) {
     for (int tries = 1;; ++tries) {
       try {
-        co_return co_await db.query(sql, args);
+        co_return co_await db.query_prepared(sql, args);
       } catch (const pg::error& e) {
         if (!connection_fault(e) || !db.is_open() ||
             (tries >= 3 && std::chrono::steady_clock::now() >= expires)) {
@@ -112,7 +112,7 @@ struct lease_state : std::enable_shared_from_this<lease_state> {
   // One heartbeat; never throws.
   static asio::awaitable<beat_outcome> beat(std::shared_ptr<lease_state> self) {
     try {
-      auto r = co_await self->db.query(
+      auto r = co_await self->db.query_prepared(
           "SELECT pgqueue.heartbeat($1, $2, $3::interval, $4)",
           {self->the_job.id, self->worker_id, interval(self->lease_for), self->the_job.attempts});
       co_return r.get<bool>(0, 0) ? beat_outcome::extended : beat_outcome::refused;

@@ -47,15 +47,17 @@ class connection {
   /// If cancelled after sending, the statement still runs on the server; its answer is
   /// discarded and the connection stays usable.
   asio::awaitable<result> query(std::string_view sql, params args = {}) const {
-    if (auto e = check(sql, args.size())) return detail::fail_awaitable<result>(e);
-    return detail::async_start<result>(
-        impl_->strand(),
-        [impl = impl_, sql = std::string(sql),
-         args = std::move(args)](detail::operation_ptr<result> op) mutable {
-          impl->submit(detail::connection_impl::make_statement(std::move(sql), std::move(op),
-                                                               std::move(args)));
-        },
-        asio::use_awaitable);
+    return statement(sql, std::move(args), false);
+  }
+
+  /// As `query`, for a statement run many times: it becomes a prepared statement of the
+  /// session, so the server parses and plans it once per session rather than on every call
+  /// (the first call sends the Parse in the same round trip). Each distinct text keeps a
+  /// prepared statement for the session's life: for fixed SQL text, not text built per call.
+  /// A `DEALLOCATE` of it by the application fails the next call with SQLSTATE 26000; the call
+  /// after that prepares it again.
+  asio::awaitable<result> query_prepared(std::string_view sql, params args = {}) const {
+    return statement(sql, std::move(args), true);
   }
 
   /// Runs multi-statement SQL text (transactions, DO blocks, function bodies) with the simple
@@ -126,6 +128,20 @@ class connection {
                                 "at most 65535 parameters fit in one statement");
     }
     return nullptr;
+  }
+
+  asio::awaitable<result> statement(std::string_view sql, params args, bool prepared) const {
+    if (auto e = check(sql, args.size())) return detail::fail_awaitable<result>(e);
+    return detail::async_start<result>(
+        impl_->strand(),
+        [impl = impl_, sql = std::string(sql), args = std::move(args),
+         prepared](detail::operation_ptr<result> op) mutable {
+          auto r = detail::connection_impl::make_statement(std::move(sql), std::move(op),
+                                                           std::move(args));
+          r->prepared = prepared;
+          impl->submit(std::move(r));
+        },
+        asio::use_awaitable);
   }
 
   static asio::awaitable<void> discard(asio::awaitable<result> a) { co_await std::move(a); }

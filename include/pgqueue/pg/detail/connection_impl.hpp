@@ -18,6 +18,7 @@
 #include <memory>
 #include <string>
 #include <system_error>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -174,6 +175,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
       return make_error(errc::connect_failed, std::string("cannot watch socket: ") + ex.what());
     }
     pid_ = PQbackendPID(conn_.get());
+    statements_.clear();  // prepared statements belong to the session
     state_ = state::open;
     open_ = true;
     in_transaction_ = false;
@@ -302,11 +304,32 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
     return sent;
   }
 
-  bool send_statement(const request& r) {
+  bool send_statement(request& r) {
     const auto values = r.args.pointers();
-    if (PQsendQueryParams(conn_.get(), r.sql.c_str(), static_cast<int>(values.size()), nullptr,
-                          values.data(), nullptr, nullptr, 0) != 1 ||
-        PQpipelineSync(conn_.get()) != 1) {
+    const int n = static_cast<int>(values.size());
+    bool sent = false;
+    if (r.prepared) {
+      // The first use in this session sends the Parse in front of the execution, in the same
+      // pipeline sync: no extra round trip. Later requests may use the name at once, as the
+      // server handles the pipeline in order.
+      auto [it, fresh] = statements_.try_emplace(r.sql, "");
+      if (fresh) {
+        it->second = "pgqueue_" + std::to_string(++statement_count_);
+        if (PQsendPrepare(conn_.get(), it->second.c_str(), r.sql.c_str(), n, nullptr) != 1) {
+          statements_.erase(it);
+          lose_or(errc::protocol_error, "cannot send statement: ");
+          return false;
+        }
+        r.sent_with_parse();
+      }
+      r.statement = it->second;
+      sent = PQsendQueryPrepared(conn_.get(), it->second.c_str(), n, values.data(), nullptr,
+                                 nullptr, 0) == 1;
+    } else {
+      sent = PQsendQueryParams(conn_.get(), r.sql.c_str(), n, nullptr, values.data(), nullptr,
+                               nullptr, 0) == 1;
+    }
+    if (!sent || PQpipelineSync(conn_.get()) != 1) {
       // Nothing here depends on the statement itself, so the connection is unusable.
       lose_or(errc::protocol_error, "cannot send statement: ");
       return false;
@@ -362,10 +385,17 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
       nulls = 0;
       progress_at_ = clock::now();
       switch (PQresultStatus(res.get())) {
-        case PGRES_PIPELINE_SYNC:
+        case PGRES_PIPELINE_SYNC: {
           note_transaction_status();
-          pop_front(in_flight_)->finish();
+          auto done = pop_front(in_flight_);
+          // Prepared again on next use; requests already sent with the name fail (26000).
+          if (done->spoiled_statement()) {
+            auto it = statements_.find(done->sql);
+            if (it != statements_.end() && it->second == done->statement) statements_.erase(it);
+          }
+          done->finish();
           break;
+        }
         case PGRES_COPY_IN:
         case PGRES_COPY_OUT:
         case PGRES_COPY_BOTH:
@@ -591,6 +621,10 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
   std::deque<request_ptr> queued_;     // not sent yet, in submission order
   std::deque<request_ptr> in_flight_;  // sent, answers pending, in send order
   channel_registry channels_;
+  // The session's prepared statements: SQL text -> name. Only `request::prepared` statements
+  // (the library's own, a fixed set) get one, so this stays small.
+  std::unordered_map<std::string, std::string> statements_;
+  std::uint64_t statement_count_ = 0;
   std::exception_ptr closed_error_;
   std::exception_ptr lost_error_;          // why the last session ended (while reconnecting)
   std::exception_ptr last_attempt_error_;  // why the last reconnect attempt failed

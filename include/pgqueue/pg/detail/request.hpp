@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 
 #include "pgqueue/pg/detail/libpq_handles.hpp"
@@ -24,6 +25,10 @@ struct request {
   kind type = kind::statement;
   std::string sql;
   params args;
+  /// Run as a prepared statement of the session (parsed and planned once per session).
+  bool prepared = false;
+  /// The prepared statement's name it was sent with.
+  std::string statement;
   /// Null for fire-and-forget work (UNLISTEN). A done op means the caller gave up: results
   /// are still read, to keep the pipeline in step, and then dropped.
   operation_ptr<result> op;
@@ -40,6 +45,10 @@ struct request {
 
   /// Accumulates one result: the first error wins, otherwise the first data result is kept.
   void add(result_ptr res) {
+    if (preparing_ && PQresultStatus(res.get()) == PGRES_COMMAND_OK) {
+      preparing_ = false;  // the Parse's answer, not the statement's
+      return;
+    }
     switch (PQresultStatus(res.get())) {
       case PGRES_TUPLES_OK:
       case PGRES_COMMAND_OK:
@@ -53,9 +62,13 @@ struct request {
       case PGRES_PIPELINE_ABORTED:
         note_failure(make_error(errc::protocol_error, "statement skipped: pipeline aborted"));
         break;
-      default:
+      default: {
+        // 26000: the session no longer has the prepared statement (DEALLOCATE by the user).
+        const char* state = PQresultErrorField(res.get(), PG_DIAG_SQLSTATE);
+        if (state && std::string_view(state) == "26000") statement_missing_ = true;
         note_failure(std::make_exception_ptr(server_error_of(res.get())));
         break;
+      }
     }
   }
 
@@ -75,8 +88,16 @@ struct request {
     finish();
   }
 
+  /// Sent with the Parse of its prepared statement in front (one more result to skip).
+  void sent_with_parse() noexcept { preparing_ = true; }
+  /// Whether the session's prepared statement for `sql` is unusable after this answer: its
+  /// Parse failed, or the server no longer knows it.
+  bool spoiled_statement() const noexcept { return prepared && (preparing_ || statement_missing_); }
+
  private:
   bool have_first_ = false;
+  bool preparing_ = false;
+  bool statement_missing_ = false;
 };
 
 using request_ptr = std::unique_ptr<request>;
