@@ -59,9 +59,11 @@ class queue {
   database& db() const noexcept { return s_->db; }
 
   /// Adds a job (`payload` is JSON text) and returns its id; with an idempotency key that is
-  /// already in the queue, returns that job's id. One round trip; listeners are woken by a
-  /// separate short transaction sent after it (not awaited). Throws the server's error:
-  /// 22P02 invalid JSON, 22023 bad queue name or max_attempts, and connection errors.
+  /// already in the queue, returns that job's id. One round trip. Listeners are woken at its
+  /// commit, or, while another wake-up of the queue is on its way or was sent less than
+  /// `wake_interval` ago, by one short transaction that covers many enqueues (not awaited).
+  /// Throws the server's error: 22P02 invalid JSON, 22023 bad queue name or max_attempts, and
+  /// connection errors.
   asio::awaitable<std::int64_t> enqueue(std::string_view payload, enqueue_options opts = {}) {
     // Coroutines take their arguments from here as xvalues: GCC 12 destroys a coroutine
     // parameter twice when it is initialised straight from a temporary.
@@ -89,7 +91,7 @@ class queue {
   /// Claims up to `max` due jobs (1 to 10000) in one round trip; empty when none is due.
   asio::awaitable<std::vector<lease>> try_claim_batch(int max) {
     const auto& o = s_->options;
-    auto r = co_await s_->db.query(
+    auto r = co_await s_->db.query_prepared(
         "SELECT id, queue, payload::text, priority, attempts, max_attempts "
         "FROM pgqueue.claim_batch($1, $2, $3, $4::interval)",
         {s_->name, o.worker_id, max, detail::lease_state::interval(o.lease)});
@@ -179,7 +181,7 @@ class queue {
   asio::awaitable<acked_and_claimed> ack_and_try_claim(std::vector<std::int64_t> ids,
                                                        std::vector<int> attempts, int max) {
     const auto& o = s_->options;
-    auto r = co_await s_->db.query(
+    auto r = co_await s_->db.query_prepared(
         "SELECT NULL::bigint, NULL::text, NULL::text, NULL::int, NULL::int, "
         "cardinality(pgqueue.ack_batch($5::bigint[], $2, $6::int[])) "
         "UNION ALL "
@@ -199,14 +201,25 @@ class queue {
                                                   std::optional<std::string> key,
                                                   enqueue_options opts) {
     opts.idempotency_key.reset();  // use the owned copy: the caller's text may be gone by now
+    auto gate = try_carry(*s, opts);
     pg::params p{s->name, payload, key, opts.priority, epoch(opts.run_after),
-                 opts.max_attempts};
-    auto r = co_await s->db.query(
-        "SELECT pgqueue.enqueue($1, $2::jsonb, $3, $4, coalesce(to_timestamp($5::float8), now()), "
-        "$6, false)",
-        std::move(p));
-    if (due_now(opts.run_after)) co_await wake(s);
-    co_return r.get<std::int64_t>(0, 0);
+                 opts.max_attempts, gate != nullptr};
+    std::optional<pg::result> r;
+    try {
+      r.emplace(co_await s->db.query_prepared(
+          "SELECT pgqueue.enqueue($1, $2::jsonb, $3, $4, coalesce(to_timestamp($5::float8), "
+          "now()), $6, $7)",
+          std::move(p)));
+    } catch (...) {
+      if (gate) carried(s, gate, false);
+      throw;
+    }
+    if (gate) {
+      carried(s, gate, true);
+    } else if (due_now(opts.run_after)) {
+      co_await wake(s);
+    }
+    co_return r->get<std::int64_t>(0, 0);
   }
 
   static asio::awaitable<std::vector<std::int64_t>> do_enqueue_batch(
@@ -224,15 +237,26 @@ class queue {
     } else {
       p.add(keys);
     }
-    p.add(opts.priority).add(epoch(opts.run_after)).add(opts.max_attempts);
-    auto r = co_await s->db.query(
-        "SELECT unnest(pgqueue.enqueue_batch($1, $2::jsonb[], $3::text[], $4, "
-        "coalesce(to_timestamp($5::float8), now()), $6, false))",
-        std::move(p));
-    if (!payloads.empty() && due_now(opts.run_after)) co_await wake(s);
+    auto gate = payloads.empty() ? nullptr : try_carry(*s, opts);
+    p.add(opts.priority).add(epoch(opts.run_after)).add(opts.max_attempts).add(gate != nullptr);
+    std::optional<pg::result> r;
+    try {
+      r.emplace(co_await s->db.query_prepared(
+          "SELECT unnest(pgqueue.enqueue_batch($1, $2::jsonb[], $3::text[], $4, "
+          "coalesce(to_timestamp($5::float8), now()), $6, $7))",
+          std::move(p)));
+    } catch (...) {
+      if (gate) carried(s, gate, false);
+      throw;
+    }
+    if (gate) {
+      carried(s, gate, true);
+    } else if (!payloads.empty() && due_now(opts.run_after)) {
+      co_await wake(s);
+    }
     std::vector<std::int64_t> ids;
-    ids.reserve(r.rows());
-    for (int i = 0; i < r.rows(); ++i) ids.push_back(r.get<std::int64_t>(i, 0));
+    ids.reserve(r->rows());
+    for (int i = 0; i < r->rows(); ++i) ids.push_back(r->get<std::int64_t>(i, 0));
     co_return ids;
   }
 
@@ -258,7 +282,7 @@ class queue {
 
   // How long an idle claim sleeps: the poll interval, or less when a job falls due sooner.
   asio::awaitable<std::chrono::milliseconds> idle_wait() {
-    auto r = co_await s_->db.query(
+    auto r = co_await s_->db.query_prepared(
         "SELECT ceil(extract(epoch FROM pgqueue.next_run_after($1) - clock_timestamp()) * 1000)",
         {s_->name});
     auto wait = s_->options.poll_interval;
@@ -269,11 +293,35 @@ class queue {
     co_return wait;
   }
 
-  // Announces new jobs in a transaction of its own after they committed (see pgqueue.wake),
-  // through the queue's process-wide gate: when another enqueue's wake-up is on its way or was
-  // sent less than wake_interval ago, that sender sends one more instead. The first call on a
-  // handle asks the server which database this is (one round trip), so that handles on
-  // different connections to one database share a gate.
+  static detail::wake_gate::clock::duration wake_gap(const detail::queue_state& s) {
+    return std::chrono::duration_cast<detail::wake_gate::clock::duration>(
+        s.options.wake_interval);
+  }
+
+  // The gate when this enqueue is to carry the queue's wake-up in its own transaction (see
+  // wake_gate), else null. Only jobs due by the server's clock (no run_after given) carry, so
+  // the insert trigger's NOTIFY is sure to fire; a handle's first enqueue never carries, as
+  // its gate is not known yet.
+  static std::shared_ptr<detail::wake_gate> try_carry(const detail::queue_state& s,
+                                                      const enqueue_options& opts) {
+    if (opts.run_after) return nullptr;
+    auto gate = s.wake.load();
+    return gate && gate->try_carry(wake_gap(s)) ? gate : nullptr;
+  }
+
+  // A carrying enqueue is answered; if it failed its wake-up did not happen.
+  static void carried(const std::shared_ptr<detail::queue_state>& s,
+                      const std::shared_ptr<detail::wake_gate>& gate, bool delivered) {
+    if (auto ticket = gate->finish(delivered)) {
+      asio::co_spawn(s->db.get_executor(), send_wakes(s, gate, ticket), asio::detached);
+    }
+  }
+
+  // Announces jobs that committed without carrying their wake-up, in a transaction of its own
+  // (see pgqueue.wake), through the queue's process-wide gate: when a wake-up is on its way or
+  // was sent less than wake_interval ago, the gate's sender (or a carrier) covers these too.
+  // The first call on a handle asks the server which database this is (one round trip), so
+  // that handles on different connections to one database share a gate.
   static asio::awaitable<void> wake(std::shared_ptr<detail::queue_state> s) {
     auto gate = s->wake.load();
     if (!gate) {
@@ -287,27 +335,29 @@ class queue {
         co_return;  // a lost wake-up only delays idle workers until their next poll
       }
     }
-    if (gate->request()) asio::co_spawn(s->db.get_executor(), send_wakes(s, gate), asio::detached);
+    if (auto ticket = gate->request()) {
+      asio::co_spawn(s->db.get_executor(), send_wakes(s, gate, ticket), asio::detached);
+    }
   }
 
   static asio::awaitable<void> send_wakes(std::shared_ptr<detail::queue_state> s,
-                                          std::shared_ptr<detail::wake_gate> gate) {
-    const auto gap = std::chrono::duration_cast<detail::wake_gate::clock::duration>(
-        s->options.wake_interval);
+                                          std::shared_ptr<detail::wake_gate> gate,
+                                          std::uint64_t ticket) {
     asio::steady_timer timer(s->db.get_executor());
     do {
-      if (auto d = gate->delay(gap); d > detail::wake_gate::clock::duration::zero()) {
+      if (auto d = gate->delay(wake_gap(*s)); d > detail::wake_gate::clock::duration::zero()) {
         timer.expires_after(d);
         std::error_code ec;
         co_await timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
       }
-      gate->begin();
+      if (!gate->begin(ticket)) co_return;  // an enqueue carried it meanwhile
       try {
-        co_await s->db.query("SELECT pgqueue.wake($1)", {s->name});
+        co_await s->db.query_prepared("SELECT pgqueue.wake($1)", {s->name});
       } catch (const std::exception&) {
         // A lost wake-up only delays idle workers until their next poll.
       }
-    } while (gate->finish());
+      ticket = gate->finish();
+    } while (ticket != 0);
   }
 
   std::shared_ptr<detail::queue_state> s_;

@@ -128,6 +128,54 @@ TEST_CASE("wake-ups fold across handles and connections; the last enqueue is sti
   });
 }
 
+TEST_CASE("an enqueue that carries the wake-up announces even when its key already existed",
+          "[queue][notify]") {
+  fixture f;
+  run_async([&]() -> asio::awaitable<void> {
+    auto ex = co_await asio::this_coro::executor;
+    pgqueue::queue watcher{co_await f.connect(), "keys"};
+    pgqueue::queue producer{co_await pgqueue::connect(ex, f.db.dsn()), "keys",
+                            {.wake_interval = 50ms}};
+    co_await watcher.watch();
+    const auto first = co_await producer.enqueue("{}", {.idempotency_key = "k"});
+    auto n1 = co_await watcher.next_notification();
+    CHECK(n1.payload == "keys");
+    co_await pause(100ms);  // past the wake interval: the next enqueue carries the wake-up
+    const auto again = co_await producer.enqueue("{}", {.idempotency_key = "k"});
+    CHECK(again == first);
+    asio::steady_timer t(ex, 5s);
+    auto n2 = co_await (watcher.next_notification() || t.async_wait(asio::use_awaitable));
+    CHECK(n2.index() == 0);
+  });
+}
+
+TEST_CASE("a carrying enqueue that fails hands its wake-up to a separate one", "[queue][notify]") {
+  fixture f;
+  run_async([&]() -> asio::awaitable<void> {
+    auto ex = co_await asio::this_coro::executor;
+    pgqueue::queue watcher{co_await f.connect(), "bad"};
+    pgqueue::queue producer{co_await pgqueue::connect(ex, f.db.dsn()), "bad",
+                            {.wake_interval = 50ms}};
+    co_await watcher.watch();
+    co_await producer.enqueue("{}");
+    co_await watcher.next_notification();
+    co_await pause(100ms);
+    // The failed enqueue would have carried the wake-up for whatever committed before it.
+    std::string sqlstate;
+    try {
+      co_await producer.enqueue("{not json");
+    } catch (const pgqueue::error& e) {
+      sqlstate = e.sqlstate();
+    }
+    CHECK(sqlstate == "22P02");
+    asio::steady_timer t(ex, 5s);
+    auto n = co_await (watcher.next_notification() || t.async_wait(asio::use_awaitable));
+    CHECK(n.index() == 0);
+  });
+  session s(f.db.dsn());
+  CHECK(count_jobs(s, "ready", "bad") == 1);
+}
+
 TEST_CASE("claim() waits for a job and wakes when one is enqueued", "[queue][claim]") {
   fixture f;
   run_async([&]() -> asio::awaitable<void> {

@@ -297,7 +297,9 @@ $$;
 
 -- Adds one job and returns its id. With an idempotency key, the job already holding that key
 -- in the queue is returned instead (also under concurrent calls: no unique violation escapes).
--- p_wake => false defers the wake-up to a pgqueue.wake(queue) the caller runs after commit.
+-- Listeners are woken at commit (by the insert trigger; when the key already existed, by this
+-- function, since the caller may count on it to announce other jobs too). p_wake => false
+-- defers the wake-up to a pgqueue.wake(queue) the caller runs after commit.
 CREATE OR REPLACE FUNCTION pgqueue.enqueue(
   p_queue text,
   p_payload jsonb,
@@ -333,6 +335,9 @@ BEGIN
       -- Conflict: the holder of the key committed before us (ON CONFLICT waited for it).
       SELECT j.id INTO v_id FROM pgqueue.jobs j
        WHERE j.queue = p_queue AND j.idempotency_key = p_idempotency_key;
+      IF p_wake THEN
+        PERFORM pgqueue.notify_queue(p_queue);
+      END IF;
     END IF;
     EXIT WHEN v_id IS NOT NULL;  -- else the holder was deleted in between: insert again
   END LOOP;
@@ -345,6 +350,7 @@ $$;
 
 -- Adds many jobs to one queue in one statement and returns their ids in input order. Keys
 -- (optional, same length as the payloads) dedupe against existing jobs and within the batch.
+-- Wakes listeners as enqueue does (with keys, also when every key already existed).
 CREATE OR REPLACE FUNCTION pgqueue.enqueue_batch(
   p_queue text,
   p_payloads jsonb[],
@@ -392,6 +398,9 @@ BEGIN
     PERFORM set_config('pgqueue.defer_wake', 'off', true);
   END IF;
   IF p_idempotency_keys IS NOT NULL THEN
+    IF p_wake THEN
+      PERFORM pgqueue.notify_queue(p_queue);
+    END IF;
     -- A keyed position gets the id of whichever job holds its key (ours or an earlier one).
     v_ids := ARRAY(
       SELECT CASE WHEN t.key IS NULL THEN v_ids[t.ord]
