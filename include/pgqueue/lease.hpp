@@ -80,12 +80,11 @@ class lease {
     auto r = co_await s->settle("SELECT pgqueue.ack($1, $2, $3)", std::move(p), &repeated);
     if (r.get<bool>(0, 0)) co_return;
     if (repeated) {
-      pg::params q{s->the_job.id, s->worker_id, s->the_job.attempts};
-      auto done = co_await s->settle(
-          "SELECT EXISTS (SELECT 1 FROM pgqueue.jobs WHERE id = $1 AND state = 'done' "
-          "AND claimed_by = $2 AND attempts = $3)",
-          std::move(q), &repeated);
-      if (done.get<bool>(0, 0)) co_return;
+      const auto f = detail::lease_state::fence_of({s});
+      pg::params q{f.ids, s->worker_id, f.attempts};
+      auto done =
+          co_await s->settle(detail::lease_state::count_acked_sql, std::move(q), &repeated);
+      if (done.get<std::int64_t>(0, 0) == 1) co_return;
     }
     throw lost_error(*s);
   }
@@ -257,19 +256,14 @@ inline asio::awaitable<std::size_t> ack_batch(std::vector<lease>& leases) {
     }
   }
   if (states.empty()) co_return 0;
-  std::vector<std::int64_t> ids;
-  std::vector<int> attempts;
-  for (auto& s : states) {
-    ids.push_back(s->the_job.id);
-    attempts.push_back(s->the_job.attempts);
-  }
-  pg::params p{ids, states.front()->worker_id, attempts};
+  const auto f = detail::lease_state::fence_of(states);
+  pg::params p{f.ids, states.front()->worker_id, f.attempts};
   bool repeated = false;
   auto r = co_await states.front()->settle(
       "SELECT cardinality(pgqueue.ack_batch($1::bigint[], $2, $3::int[]))", std::move(p),
       &repeated);
   if (repeated) {
-    pg::params q{ids, states.front()->worker_id, attempts};
+    pg::params q{f.ids, states.front()->worker_id, f.attempts};
     r = co_await states.front()->settle(detail::lease_state::count_acked_sql, std::move(q),
                                         &repeated);
   }

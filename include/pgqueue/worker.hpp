@@ -173,10 +173,9 @@ class worker {
   pending_acks take_acks() {
     pending_acks p{std::move(to_ack_), {}, {}};
     to_ack_.clear();
-    for (auto& s : p.batch) {
-      p.ids.push_back(s->the_job.id);
-      p.attempts.push_back(s->the_job.attempts);
-    }
+    auto f = detail::lease_state::fence_of(p.batch);
+    p.ids = std::move(f.ids);
+    p.attempts = std::move(f.attempts);
     return p;
   }
 

@@ -4,10 +4,12 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
 #include <variant>
+#include <vector>
 
 #include <asio/cancellation_signal.hpp>
 #include <asio/co_spawn.hpp>
@@ -53,8 +55,25 @@ struct lease_state : std::enable_shared_from_this<lease_state> {
     return std::to_string(d.count()) + " milliseconds";
   }
 
+  /// What fences a final operation on some leases: their job ids and attempts, in order.
+  struct fence {
+    std::vector<std::int64_t> ids;
+    std::vector<int> attempts;
+  };
+
+  static fence fence_of(const std::vector<std::shared_ptr<lease_state>>& states) {
+    fence f;
+    f.ids.reserve(states.size());
+    f.attempts.reserve(states.size());
+    for (const auto& s : states) {
+      f.ids.push_back(s->the_job.id);
+      f.attempts.push_back(s->the_job.attempts);
+    }
+    return f;
+  }
+
   /// Counts the jobs of ($1 ids, $3 attempts) that are done by worker $2 at those attempts:
-  /// what an ack_batch repeated across a reconnect achieved, whichever try did it.
+  /// what an ack repeated across a reconnect achieved, whichever try did it.
   static constexpr std::string_view count_acked_sql =
       "SELECT count(*) FROM pgqueue.jobs j JOIN unnest($1::bigint[], $3::int[]) u(id, attempt) "
       "ON j.id = u.id WHERE j.state = 'done' AND j.claimed_by = $2 AND j.attempts = u.attempt";
