@@ -19,7 +19,8 @@ struct queue_options {
   std::chrono::milliseconds poll_interval{std::chrono::seconds(2)};
   /// Wake-ups of one queue are folded across the process: at most one on its way and at most
   /// one per this interval, so a flood of enqueues does not send a wake-up per job. An idle
-  /// worker may hear of a job up to this much later during a flood; zero disables the gap.
+  /// worker may hear of a job up to 1.5 times this much later during a flood; zero disables
+  /// the gap.
   std::chrono::microseconds wake_interval{1000};
 };
 
