@@ -58,6 +58,8 @@ void add_targets(bench::report& rep) {
                   "ref.batch", "", 0.8});
   rep.add_target({"batched drain (c64) >= 5x the seed's claim_next+ack (b)", "drain.c64.batched",
                   "ref.seed", "", 5});
+  rep.add_target({"same, worker with connections = 4 (as (a)) >= 0.8x (a)",
+                  "drain.c64.batched.conn4", "ref.batch", "", 0.8});
   rep.add_target({"enqueue_batch(100) >= 0.8x the same INSERT via pgbench (d100)",
                   "enqueue.batch100", "ref.insert.batch100", "", 0.8});
   rep.add_target({"enqueue_batch(1000) >= 0.8x the same INSERT via pgbench (d1000)",

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -57,6 +58,9 @@ class worker {
       handler_ = [h = std::move(handler)](lease& l) mutable { return h(l.job()); };
     }
     if (options_.concurrency < 1) throw error(errc::invalid_argument, "concurrency must be >= 1");
+    if (options_.connections < 1 || options_.connections > options_.concurrency) {
+      throw error(errc::invalid_argument, "connections must be between 1 and concurrency");
+    }
     if (options_.claim_batch <= 0) options_.claim_batch = options_.concurrency;
     options_.claim_batch = std::min({options_.claim_batch, options_.concurrency, 10000});
   }
@@ -71,6 +75,10 @@ class worker {
   /// Throws when its own claim fails otherwise (e.g. the connection is closed for good, or
   /// `reconnect` is off), after the same shutdown.
   asio::awaitable<void> run() {
+    if (options_.connections > 1) {
+      co_await run_lanes();
+      co_return;
+    }
     auto ex = co_await asio::this_coro::executor;
     changed_.emplace(ex);
     executor_ = ex;
@@ -96,10 +104,25 @@ class worker {
     if (stopping_) return;
     stopping_ = true;
     stop_signal_.emit(asio::cancellation_type::terminal);
+    for (auto& lane : lanes_) lane->stop();
     if (changed_) changed_->notify();
   }
 
-  const worker_stats& stats() const noexcept { return stats_; }
+  /// What the worker did so far (summed over its sessions).
+  worker_stats stats() const noexcept {
+    if (lanes_.empty()) return stats_;
+    worker_stats sum;
+    for (const auto& lane : lanes_) {
+      const auto s = lane->stats();
+      sum.claimed += s.claimed;
+      sum.acked += s.acked;
+      sum.failed += s.failed;
+      sum.lost += s.lost;
+      sum.released += s.released;
+      sum.janitor_reset += s.janitor_reset;
+    }
+    return sum;
+  }
 
  private:
   using clock = std::chrono::steady_clock;
@@ -108,6 +131,47 @@ class worker {
   struct running {
     asio::cancellation_signal cancel;
   };
+
+  // With `connections` > 1: one single-session worker (a lane) per session, sharing this
+  // worker's handler; the first lane uses the queue's connection and runs the janitor. A lane
+  // that fails stops the others; run() then throws its failure.
+  asio::awaitable<void> run_lanes() {
+    auto ex = co_await asio::this_coro::executor;
+    changed_.emplace(ex);
+    executor_ = ex;
+    lanes_.clear();
+    const int n = options_.connections;
+    std::vector<database> extra;
+    for (int i = 1; i < n; ++i) extra.push_back(co_await q_.db().connect_another());
+    for (int i = 0; i < n; ++i) {
+      worker_options o = options_;
+      o.connections = 1;
+      o.concurrency = options_.concurrency / n + (i < options_.concurrency % n ? 1 : 0);
+      o.claim_batch = std::min(options_.claim_batch, o.concurrency);
+      if (i > 0) o.janitor_interval = std::chrono::milliseconds(0);
+      queue lane_queue = i == 0 ? q_ : queue(extra[i - 1], q_.name(), q_.options());
+      lanes_.push_back(std::make_unique<worker>(
+          std::move(lane_queue), [this](lease& l) { return handler_(l); }, o));
+    }
+    if (stopping_) {
+      for (auto& lane : lanes_) lane->stop();
+    }
+    int left = n;
+    std::exception_ptr failure;
+    for (auto& lane : lanes_) {
+      asio::co_spawn(ex, lane->run(), [this, &left, &failure](std::exception_ptr e) {
+        if (e && !failure) {
+          failure = e;
+          stop();
+        }
+        --left;
+        changed_->notify();
+      });
+    }
+    while (left > 0) co_await changed_->wait(std::chrono::seconds(1));
+    for (auto& db : extra) db.close();
+    if (failure) std::rethrow_exception(failure);
+  }
 
   asio::awaitable<void> claim_loop(asio::any_io_executor ex) {
     while (!stopping_) {
@@ -403,6 +467,7 @@ class worker {
   std::optional<asio::any_io_executor> executor_;
   std::vector<std::shared_ptr<running>> handlers_;
   std::vector<std::shared_ptr<detail::lease_state>> to_ack_;
+  std::vector<std::unique_ptr<worker>> lanes_;  // with connections > 1: one per session
 };
 
 }  // namespace pgqueue

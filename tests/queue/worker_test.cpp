@@ -53,6 +53,51 @@ TEST_CASE("the worker drains 10,000 jobs with concurrency 16, each acked once", 
   CHECK(count_jobs(admin, "done") == jobs);
 }
 
+TEST_CASE("a worker with 3 connections claims on three sessions and runs each job once",
+          "[worker]") {
+  queue_fixture f;
+  session admin(f.db.dsn());
+  constexpr int jobs = 3000;
+  fill(admin, "q", jobs);
+  const std::string dsn = f.db.dsn() + " application_name=pgq_lanes";
+  const std::string sessions =
+      "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'pgq_lanes'";
+  std::map<std::int64_t, int> runs;
+  std::int64_t sessions_while_running = 0;
+  pgqueue::worker_stats stats;
+  run_async([&]() -> asio::awaitable<void> {
+    auto ex = co_await asio::this_coro::executor;
+    pgqueue::queue q{co_await pgqueue::connect(ex, dsn), "q"};
+    const auto no_sessions = pgqueue::worker_options{.concurrency = 2, .connections = 0};
+    const auto too_many = pgqueue::worker_options{.concurrency = 2, .connections = 3};
+    auto noop = [](const pgqueue::job&) -> asio::awaitable<void> { co_return; };
+    CHECK_THROWS_AS(pgqueue::worker(q, noop, no_sessions), pgqueue::error);
+    CHECK_THROWS_AS(pgqueue::worker(q, noop, too_many), pgqueue::error);
+    pgqueue::worker* self = nullptr;
+    pgqueue::worker w(
+        q,
+        [&](const pgqueue::job& j) -> asio::awaitable<void> {
+          if (runs.empty()) sessions_while_running = admin.integer(sessions);
+          co_await pause(0ms);
+          if (++runs[j.id] && runs.size() == jobs) self->stop();
+        },
+        {.concurrency = 12, .connections = 3});
+    self = &w;
+    co_await w.run();
+    stats = w.stats();
+    // The two sessions the worker opened are closed when run() returns.
+    const bool closed = co_await eventually([&] { return admin.integer(sessions) == 1; });
+    CHECK(closed);
+  }, 120s);
+  CHECK(sessions_while_running == 3);
+  CHECK(runs.size() == jobs);
+  CHECK(std::all_of(runs.begin(), runs.end(), [](auto& r) { return r.second == 1; }));
+  CHECK(stats.acked == jobs);
+  CHECK(stats.claimed == jobs);
+  CHECK(stats.lost == 0);
+  CHECK(count_jobs(admin, "done") == jobs);
+}
+
 TEST_CASE("a handler that throws leaves the job requeued with the message", "[worker]") {
   queue_fixture f;
   session admin(f.db.dsn());

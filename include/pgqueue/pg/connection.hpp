@@ -84,6 +84,11 @@ class connection {
     return do_subscribe(impl_, std::move(channel));
   }
 
+  /// Opens another, independent session like this one: the same conninfo (server, user,
+  /// settings) and connect_options, on the same executor. As `connect`: several round trips,
+  /// and its errors. Throws `errc::closed` for an empty handle.
+  asio::awaitable<connection> connect_another() const;
+
   /// Whether the connection is usable: open, or reconnecting after a drop (requests then wait
   /// for the new session). False once closed, or lost for good. Any thread.
   bool is_open() const noexcept { return impl_ && impl_->is_open(); }
@@ -184,6 +189,12 @@ inline asio::awaitable<connection> connect(asio::any_io_executor ex, std::string
   auto connecting = detail::async_start<std::shared_ptr<detail::connection_impl>>(
       impl->strand(), std::move(start), asio::use_awaitable);
   co_return connection(co_await std::move(connecting));
+}
+
+inline asio::awaitable<connection> connection::connect_another() const {
+  if (!impl_) throw error(errc::closed, "connection handle is empty");
+  co_return co_await connect(impl_->strand().get_inner_executor(), impl_->conninfo(),
+                             impl_->options());
 }
 
 }  // namespace pgqueue::pg

@@ -70,6 +70,9 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
   }
 
   const strand_type& strand() const noexcept { return strand_; }
+  /// What this connection was opened with (for opening another like it).
+  const std::string& conninfo() const noexcept { return conninfo_; }
+  const connect_options& options() const noexcept { return options_; }
   /// Open, or reconnecting (not closed for good). Any thread.
   bool is_open() const noexcept { return open_.load(); }
   /// The current session's server PID; 0 while reconnecting. Any thread.
