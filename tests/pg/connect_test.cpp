@@ -7,6 +7,8 @@
 #include "pgqueue/pg/connection.hpp"
 #include "support/server.hpp"
 
+namespace pg_connect_test {
+
 using namespace pgq_pg_test;
 
 namespace {
@@ -108,3 +110,5 @@ TEST_CASE("an empty connection handle fails cleanly", "[pg][connect]") {
     CHECK(e2.code() == pg::errc::closed);
   });
 }
+
+}  // namespace pg_connect_test

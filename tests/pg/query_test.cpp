@@ -7,6 +7,8 @@
 #include "pgqueue/pg/connection.hpp"
 #include "support/server.hpp"
 
+namespace pg_query_test {
+
 using namespace pgq_pg_test;
 
 TEST_CASE("a server error carries SQLSTATE, message and detail", "[pg][query]") {
@@ -130,3 +132,5 @@ TEST_CASE("a NUL byte in a parameter or in SQL is a clear client-side error", "[
     CHECK(r.get<int>(0, 0) == 1);
   });
 }
+
+}  // namespace pg_query_test

@@ -11,6 +11,8 @@
 #include "support/server.hpp"
 #include "support/tls_cluster.hpp"
 
+namespace pg_secrets_test {
+
 using namespace pgq_pg_test;
 
 namespace {
@@ -96,3 +98,5 @@ TEST_CASE("the scrubber masks the longest spelling first", "[pg][secrets]") {
   pgqueue::pg::detail::secret_scrubber k("host=h sslpassword=KeyPass");
   CHECK(k.scrub("KeyPass") == "********");
 }
+
+}  // namespace pg_secrets_test

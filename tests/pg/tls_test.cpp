@@ -7,6 +7,8 @@
 #include "support/server.hpp"
 #include "support/tls_cluster.hpp"
 
+namespace pg_tls_test {
+
 using namespace pgq_pg_test;
 
 TEST_CASE("verify-full connects over TLS to a server with a certificate for its host name",
@@ -41,3 +43,5 @@ TEST_CASE("verify-ca refuses a server signed by a CA it does not trust", "[pg][t
   CHECK(e.code() == pg::errc::connect_failed);
   CHECK_THAT(e.what(), Catch::Contains("certificate verify failed"));
 }
+
+}  // namespace pg_tls_test
