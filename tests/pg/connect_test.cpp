@@ -11,18 +11,6 @@ namespace pg_connect_test {
 
 using namespace pgq_pg_test;
 
-namespace {
-
-pg::error connect_error(std::string conninfo, pg::connect_options options = {}) {
-  // co_spawn needs a default-constructible result, hence the optional.
-  return *pgq_test::run_async([&]() -> asio::awaitable<std::optional<pg::error>> {
-    auto ex = co_await asio::this_coro::executor;
-    co_return co_await expect_error(pg::connect(ex, conninfo, options));
-  });
-}
-
-}  // namespace
-
 TEST_CASE("connect opens a session in pipeline mode and close() ends it", "[pg][connect]") {
   pgq_test::scratch_database db(false);
   pgq_test::run_async([&]() -> asio::awaitable<void> {

@@ -17,13 +17,6 @@ using namespace pgq_pg_test;
 
 namespace {
 
-// The error a connect to `conninfo` fails with.
-pg::error connect_error(const std::string& conninfo) {
-  return *pgq_test::run_async([&]() -> asio::awaitable<std::optional<pg::error>> {
-    co_return co_await expect_error(pg::connect(co_await asio::this_coro::executor, conninfo));
-  });
-}
-
 std::string connect_user(const std::string& conninfo) {
   return pgq_test::run_async([&]() -> asio::awaitable<std::string> {
     auto conn = co_await pg::connect(co_await asio::this_coro::executor, conninfo);
