@@ -12,6 +12,8 @@
 #include "support/session.hpp"
 #include "support/wait.hpp"
 
+namespace fault_restart_test {
+
 using namespace pgq_fault;
 using namespace pgq_test;
 using namespace std::chrono_literals;
@@ -53,3 +55,5 @@ TEST_CASE("the server restarted (immediate mode) twice mid-drain", "[fault][rest
   report_drain(a, outcome, std::to_string(restarts.load()) + " restarts");
   CHECK(restarts == 2);
 }
+
+}  // namespace fault_restart_test

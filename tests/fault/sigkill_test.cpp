@@ -15,6 +15,8 @@
 #include "support/session.hpp"
 #include "support/wait.hpp"
 
+namespace fault_sigkill_test {
+
 using namespace pgq_fault;
 using namespace pgq_test;
 using namespace std::chrono_literals;
@@ -143,3 +145,5 @@ TEST_CASE("SIGKILLed worker processes: their jobs run again after the lease, las
   CHECK(a.report.dead >= 1);  // victims were picked while running a single-attempt job
   CHECK(a.report.re_run >= 1);
 }
+
+}  // namespace fault_sigkill_test

@@ -8,6 +8,8 @@
 #include "support/queue_fixture.hpp"
 #include "support/session.hpp"
 
+namespace fault_stalled_lease_test {
+
 using namespace pgq_fault;
 using namespace pgq_test;
 using namespace std::chrono_literals;
@@ -130,3 +132,5 @@ TEST_CASE("heartbeats stalled past the lease: the job runs again elsewhere and t
   CHECK(rescuer_stats.janitor_reset == 1);
   INFO("lease known lost before the ack: " << lost_before_ack);
 }
+
+}  // namespace fault_stalled_lease_test

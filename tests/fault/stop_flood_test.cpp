@@ -11,6 +11,8 @@
 #include "support/queue_fixture.hpp"
 #include "support/session.hpp"
 
+namespace fault_stop_flood_test {
+
 using namespace pgq_fault;
 using namespace pgq_test;
 using namespace std::chrono_literals;
@@ -128,3 +130,5 @@ TEST_CASE("stop() during a flood of enqueues strands no claimed job", "[fault][s
   CHECK(ready_with_attempts == 0);
   CHECK(enqueued_after_stop >= 600);
 }
+
+}  // namespace fault_stop_flood_test

@@ -9,6 +9,8 @@
 #include "support/database.hpp"
 #include "support/session.hpp"
 
+namespace fault_terminate_test {
+
 using namespace pgq_fault;
 using namespace pgq_test;
 using namespace std::chrono_literals;
@@ -47,3 +49,5 @@ TEST_CASE("the worker's backend terminated every 200 ms while it drains 20,000 j
                                std::to_string(rounds.load()) + " rounds");
   CHECK(terminated >= 3);  // the fault really hit the drain
 }
+
+}  // namespace fault_terminate_test

@@ -10,6 +10,8 @@
 #include "pgqueue/pg/connection.hpp"
 #include "support/server.hpp"
 
+namespace pg_cancel_test {
+
 using namespace pgq_pg_test;
 using namespace asio::experimental::awaitable_operators;
 
@@ -93,3 +95,5 @@ TEST_CASE("a query cancelled before it is sent is not run", "[pg][cancel]") {
     CHECK(n.get<std::int64_t>(0, 0) == 0);
   });
 }
+
+}  // namespace pg_cancel_test

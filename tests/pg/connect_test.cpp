@@ -7,19 +7,9 @@
 #include "pgqueue/pg/connection.hpp"
 #include "support/server.hpp"
 
+namespace pg_connect_test {
+
 using namespace pgq_pg_test;
-
-namespace {
-
-pg::error connect_error(std::string conninfo, pg::connect_options options = {}) {
-  // co_spawn needs a default-constructible result, hence the optional.
-  return *pgq_test::run_async([&]() -> asio::awaitable<std::optional<pg::error>> {
-    auto ex = co_await asio::this_coro::executor;
-    co_return co_await expect_error(pg::connect(ex, conninfo, options));
-  });
-}
-
-}  // namespace
 
 TEST_CASE("connect opens a session in pipeline mode and close() ends it", "[pg][connect]") {
   pgq_test::scratch_database db(false);
@@ -108,3 +98,5 @@ TEST_CASE("an empty connection handle fails cleanly", "[pg][connect]") {
     CHECK(e2.code() == pg::errc::closed);
   });
 }
+
+}  // namespace pg_connect_test

@@ -7,6 +7,8 @@
 #include "pgqueue/pg/connection.hpp"
 #include "support/server.hpp"
 
+namespace pg_lost_test {
+
 using namespace pgq_pg_test;
 
 namespace {
@@ -67,3 +69,5 @@ TEST_CASE("an idle connection notices the server going away", "[pg][lost]") {
     CHECK_FALSE(victim.is_open());
   });
 }
+
+}  // namespace pg_lost_test

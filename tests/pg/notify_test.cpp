@@ -6,6 +6,8 @@
 #include "pgqueue/pg/connection.hpp"
 #include "support/server.hpp"
 
+namespace pg_notify_test {
+
 using namespace pgq_pg_test;
 
 // Note: never co_await inside CHECK/REQUIRE: the macros repeat their argument in a
@@ -133,3 +135,5 @@ TEST_CASE("several subscriptions on one channel all receive, and UNLISTEN follow
     CHECK(after_last == 0);
   });
 }
+
+}  // namespace pg_notify_test

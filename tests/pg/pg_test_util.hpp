@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "pgqueue/pg/connection.hpp"
+#include "support/server.hpp"
 
 namespace pgq_pg_test {
 
@@ -73,6 +74,15 @@ asio::awaitable<pg::error> expect_error(asio::awaitable<T> op) {
   }
   FAIL("expected a pg::error");
   throw std::logic_error("unreachable");
+}
+
+/// The pg::error a connect to `conninfo` fails with (fails the test if it connects).
+inline pg::error connect_error(const std::string& conninfo, pg::connect_options options = {}) {
+  // co_spawn needs a default-constructible result, hence the optional.
+  return *pgq_test::run_async([&]() -> asio::awaitable<std::optional<pg::error>> {
+    auto ex = co_await asio::this_coro::executor;
+    co_return co_await expect_error(pg::connect(ex, conninfo, options));
+  });
 }
 
 /// Two connections to `dsn` on the current executor (e.g. a listener and a sender).

@@ -7,6 +7,8 @@
 #include "pgqueue/pg/connection.hpp"
 #include "support/server.hpp"
 
+namespace pg_query_test {
+
 using namespace pgq_pg_test;
 
 TEST_CASE("a server error carries SQLSTATE, message and detail", "[pg][query]") {
@@ -207,3 +209,5 @@ TEST_CASE("after DEALLOCATE by the application one call fails with 26000, the ne
     CHECK(n == 1);
   });
 }
+
+}  // namespace pg_query_test

@@ -11,6 +11,8 @@
 #include "support/cluster.hpp"
 #include "support/server.hpp"
 
+namespace pg_reconnect_test {
+
 using namespace pgq_pg_test;
 
 namespace {
@@ -228,3 +230,5 @@ TEST_CASE("statement_timeout: a server that stops answering fails the request on
     CHECK(conn.reconnects() == 1);
   });
 }
+
+}  // namespace pg_reconnect_test

@@ -10,6 +10,8 @@
 #include "pgqueue/pg/connection.hpp"
 #include "support/server.hpp"
 
+namespace pg_result_test {
+
 using namespace pgq_pg_test;
 
 TEST_CASE("array parameters are quoted literals", "[pg][params]") {
@@ -143,3 +145,5 @@ TEST_CASE("client-side errors read plainly; server errors read like psql", "[pg]
   const std::system_error& as_system = server;  // catchable as std::system_error
   CHECK(as_system.code() == pg::errc::server_error);
 }
+
+}  // namespace pg_result_test

@@ -7,6 +7,8 @@
 #include "pgqueue/pg/connection.hpp"
 #include "support/server.hpp"
 
+namespace pg_script_test {
+
 using namespace pgq_pg_test;
 
 namespace {
@@ -86,3 +88,5 @@ TEST_CASE("a failing script reports the first error and leaves the connection us
     CHECK(again.get<std::string>(0, 0) == "ok");
   });
 }
+
+}  // namespace pg_script_test

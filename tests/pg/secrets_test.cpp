@@ -11,16 +11,11 @@
 #include "support/server.hpp"
 #include "support/tls_cluster.hpp"
 
+namespace pg_secrets_test {
+
 using namespace pgq_pg_test;
 
 namespace {
-
-// The error a connect to `conninfo` fails with.
-pg::error connect_error(const std::string& conninfo) {
-  return *pgq_test::run_async([&]() -> asio::awaitable<std::optional<pg::error>> {
-    co_return co_await expect_error(pg::connect(co_await asio::this_coro::executor, conninfo));
-  });
-}
 
 std::string connect_user(const std::string& conninfo) {
   return pgq_test::run_async([&]() -> asio::awaitable<std::string> {
@@ -96,3 +91,5 @@ TEST_CASE("the scrubber masks the longest spelling first", "[pg][secrets]") {
   pgqueue::pg::detail::secret_scrubber k("host=h sslpassword=KeyPass");
   CHECK(k.scrub("KeyPass") == "********");
 }
+
+}  // namespace pg_secrets_test

@@ -11,6 +11,8 @@
 #include "pgqueue/pg/connection.hpp"
 #include "support/server.hpp"
 
+namespace pg_threads_test {
+
 using namespace pgq_pg_test;
 
 TEST_CASE("a connection is safe on a multi-threaded io_context", "[pg][threads]") {
@@ -48,3 +50,5 @@ TEST_CASE("a connection is safe on a multi-threaded io_context", "[pg][threads]"
   REQUIRE(done.wait_for(0s) == std::future_status::ready);
   CHECK(done.get() == 4950);
 }
+
+}  // namespace pg_threads_test

@@ -7,6 +7,8 @@
 #include "support/server.hpp"
 #include "support/tls_cluster.hpp"
 
+namespace pg_tls_test {
+
 using namespace pgq_pg_test;
 
 TEST_CASE("verify-full connects over TLS to a server with a certificate for its host name",
@@ -24,9 +26,7 @@ TEST_CASE("verify-full connects over TLS to a server with a certificate for its 
 
 TEST_CASE("verify-full refuses a server whose certificate names another host", "[pg][tls]") {
   const auto dsn = pgq_test::tls_cluster::shared().tcp_dsn("wrong.invalid", "verify-full");
-  auto e = *pgq_test::run_async([&]() -> asio::awaitable<std::optional<pg::error>> {
-    co_return co_await expect_error(pg::connect(co_await asio::this_coro::executor, dsn));
-  });
+  auto e = connect_error(dsn);
   CHECK(e.code() == pg::errc::connect_failed);
   CHECK_THAT(e.what(), Catch::Contains("does not match host name \"wrong.invalid\""));
 }
@@ -35,9 +35,9 @@ TEST_CASE("verify-ca refuses a server signed by a CA it does not trust", "[pg][t
   // The server's own certificate as the only trusted root: it is not a CA, so the chain fails.
   auto& c = pgq_test::tls_cluster::shared();
   auto dsn = c.tcp_dsn("localhost", "verify-ca") + " sslrootcert=" + c.server_cert_file();
-  auto e = *pgq_test::run_async([&]() -> asio::awaitable<std::optional<pg::error>> {
-    co_return co_await expect_error(pg::connect(co_await asio::this_coro::executor, dsn));
-  });
+  auto e = connect_error(dsn);
   CHECK(e.code() == pg::errc::connect_failed);
   CHECK_THAT(e.what(), Catch::Contains("certificate verify failed"));
 }
+
+}  // namespace pg_tls_test

@@ -13,6 +13,8 @@
 #include "support/session.hpp"
 #include "support/sql_api.hpp"
 
+namespace queue_hostile_input_test {
+
 using namespace pgq_test;
 using namespace std::chrono_literals;
 
@@ -433,3 +435,5 @@ TEST_CASE("migrate refuses a role that does not own the schema, and a closed han
   CHECK(errors[1].code() == pgqueue::pg::errc::closed);
   CHECK(jobs_digest(s) == before);
 }
+
+}  // namespace queue_hostile_input_test

@@ -5,6 +5,8 @@
 #include "support/queue_fixture.hpp"
 #include "support/session.hpp"
 
+namespace queue_lease_test {
+
 using namespace pgq_test;
 using namespace std::chrono_literals;
 
@@ -164,3 +166,5 @@ TEST_CASE("ack_batch acks many leases in one round trip", "[lease]") {
   CHECK(acked == 5);
   CHECK(count_jobs(admin, "done") == 5);
 }
+
+}  // namespace queue_lease_test

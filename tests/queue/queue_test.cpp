@@ -5,6 +5,8 @@
 #include "support/server.hpp"
 #include "support/session.hpp"
 
+namespace queue_queue_test {
+
 using namespace pgq_test;
 using namespace std::chrono_literals;
 using namespace asio::experimental::awaitable_operators;
@@ -253,3 +255,5 @@ TEST_CASE("enqueue options and batch enqueue reach the server", "[queue]") {
   CHECK(read_job(s, ids[0]).priority == 3);
   CHECK(s.integer("SELECT count(*) FROM pgqueue.jobs") == 2);
 }
+
+}  // namespace queue_queue_test

@@ -5,6 +5,8 @@
 #include "support/server.hpp"
 #include "support/session.hpp"
 
+namespace queue_readme_example_test {
+
 using namespace pgq_test;
 
 namespace {
@@ -51,3 +53,5 @@ TEST_CASE("the README example runs", "[queue][readme]") {
     co_await (example(co_await asio::this_coro::executor, db.dsn()) && producer());
   });
 }
+
+}  // namespace queue_readme_example_test

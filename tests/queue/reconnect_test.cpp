@@ -9,6 +9,8 @@
 #include "support/queue_fixture.hpp"
 #include "support/session.hpp"
 
+namespace queue_reconnect_test {
+
 using namespace pgq_test;
 using namespace std::chrono_literals;
 
@@ -221,3 +223,5 @@ TEST_CASE("a worker drains every job while its backend is terminated", "[queue][
   CHECK(count_jobs(admin, "claimed") == 0);
   CHECK(count_jobs(admin, "ready") == 0);
 }
+
+}  // namespace queue_reconnect_test

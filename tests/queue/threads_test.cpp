@@ -11,6 +11,8 @@
 #include "support/server.hpp"
 #include "support/session.hpp"
 
+namespace queue_threads_test {
+
 using namespace pgq_test;
 using namespace std::chrono_literals;
 
@@ -82,3 +84,5 @@ TEST_CASE("a worker drains jobs enqueued from other threads on a 4-thread io_con
   CHECK(count_jobs(s, "ready", "mt") == 0);
   CHECK(count_jobs(s, "claimed", "mt") == 0);
 }
+
+}  // namespace queue_threads_test

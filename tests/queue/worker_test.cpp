@@ -7,6 +7,8 @@
 #include "support/queue_fixture.hpp"
 #include "support/session.hpp"
 
+namespace queue_worker_test {
+
 using namespace pgq_test;
 using namespace std::chrono_literals;
 
@@ -193,3 +195,5 @@ TEST_CASE("one worker in the fleet runs the janitor", "[worker][janitor]") {
   CHECK(a_stats.janitor_reset + b_stats.janitor_reset == 1);
   CHECK(count_jobs(admin, "done") == 1);
 }
+
+}  // namespace queue_worker_test

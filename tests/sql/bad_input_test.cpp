@@ -5,6 +5,8 @@
 #include "support/session.hpp"
 #include "support/sql_api.hpp"
 
+namespace sql_bad_input_test {
+
 using namespace pgq_test;
 
 TEST_CASE("bad input is refused with the right SQLSTATE and changes nothing", "[bad-input]") {
@@ -103,3 +105,5 @@ TEST_CASE("bad input is refused with the right SQLSTATE and changes nothing", "[
   CHECK(s.integer("SELECT pgqueue.retry_dead('q', ARRAY[9223372036854775807]::bigint[])") == 0);
   CHECK(jobs_digest(s) == before);
 }
+
+}  // namespace sql_bad_input_test

@@ -9,6 +9,8 @@
 #include "support/session.hpp"
 #include "support/sql_api.hpp"
 
+namespace sql_claim_test {
+
 using namespace pgq_test;
 
 TEST_CASE("claims go by priority, then by how long a job has been due, then by id", "[claim]") {
@@ -114,3 +116,5 @@ TEST_CASE("several connections draining one queue claim each job exactly once",
   CHECK(count_jobs(s, "done") == jobs);
   CHECK(s.integer("SELECT count FROM pgqueue.depth WHERE state = 'done'") == jobs);
 }
+
+}  // namespace sql_claim_test

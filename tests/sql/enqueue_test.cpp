@@ -7,6 +7,8 @@
 #include "support/session.hpp"
 #include "support/sql_api.hpp"
 
+namespace sql_enqueue_test {
+
 using namespace pgq_test;
 
 TEST_CASE("enqueue stores the job ready with its options", "[enqueue]") {
@@ -106,3 +108,5 @@ TEST_CASE("queue names: any text up to 255 bytes works, others are refused", "[e
   CHECK(s.error_of("INSERT INTO pgqueue.jobs (queue, payload) VALUES ('', '{}')") == "23514");
   CHECK(jobs_digest(s) == before);
 }
+
+}  // namespace sql_enqueue_test

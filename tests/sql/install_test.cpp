@@ -7,6 +7,8 @@
 #include "support/database.hpp"
 #include "support/session.hpp"
 
+namespace sql_install_test {
+
 using namespace pgq_test;
 
 namespace {
@@ -100,3 +102,5 @@ TEST_CASE("every function pins its search_path", "[install][security]") {
       "SET search_path = evil, pg_catalog, pgqueue;");
   CHECK(*s.scalar("SELECT pgqueue.channel('q')") == "pgqueue_" + *s.scalar("SELECT pg_catalog.md5('q')"));
 }
+
+}  // namespace sql_install_test

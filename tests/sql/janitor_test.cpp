@@ -5,6 +5,8 @@
 #include "support/session.hpp"
 #include "support/sql_api.hpp"
 
+namespace sql_janitor_test {
+
 using namespace pgq_test;
 
 namespace {
@@ -70,3 +72,5 @@ TEST_CASE("the janitor respects its grace period", "[janitor]") {
   CHECK(s.integer("SELECT pgqueue.janitor_reset_stale_claims('1 hour')") == 0);
   CHECK(s.integer("SELECT pgqueue.janitor_reset_stale_claims('0 seconds')") == 1);
 }
+
+}  // namespace sql_janitor_test

@@ -5,6 +5,8 @@
 #include "support/session.hpp"
 #include "support/sql_api.hpp"
 
+namespace sql_lease_test {
+
 using namespace pgq_test;
 
 namespace {
@@ -123,3 +125,5 @@ TEST_CASE("release gives a job back without using up an attempt", "[lease]") {
   CHECK(j.attempts == 0);
   CHECK(j.due);
 }
+
+}  // namespace sql_lease_test

@@ -5,6 +5,8 @@
 #include "support/session.hpp"
 #include "support/sql_api.hpp"
 
+namespace sql_maintenance_test {
+
 using namespace pgq_test;
 
 namespace {
@@ -112,3 +114,5 @@ TEST_CASE("depth does not read retained completed jobs", "[depth]") {
   CHECK(rows_read == 0);
   CHECK(s.integer("SELECT count FROM pgqueue.depth WHERE state = 'done'") == 500);
 }
+
+}  // namespace sql_maintenance_test

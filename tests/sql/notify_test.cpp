@@ -5,6 +5,8 @@
 #include "support/session.hpp"
 #include "support/sql_api.hpp"
 
+namespace sql_notify_test {
+
 using namespace pgq_test;
 
 namespace {
@@ -120,3 +122,5 @@ TEST_CASE("the janitor and an immediate nack wake listeners", "[notify]") {
   s.query("SELECT pgqueue.janitor_reset_stale_claims()");
   CHECK(l.drain(2000).size() == 1);
 }
+
+}  // namespace sql_notify_test

@@ -10,6 +10,8 @@
 
 #include <pgqueue/pgqueue.hpp>
 
+namespace sql_privileges_test {
+
 using namespace pgq_test;
 
 namespace {
@@ -226,3 +228,5 @@ TEST_CASE("the library's wake-ups reach listeners when a producer role enqueues"
   REQUIRE(n);
   CHECK(n->second == "q");
 }
+
+}  // namespace sql_privileges_test

@@ -5,6 +5,8 @@
 #include "support/session.hpp"
 #include "support/sql_api.hpp"
 
+namespace sql_upgrade_test {
+
 using namespace pgq_test;
 
 namespace {
@@ -108,3 +110,5 @@ TEST_CASE("the seed's flaws are real: its enqueue breaks on a long queue name", 
   s.script(read_file(schema_file()));
   CHECK(s.error_of("SELECT pgqueue.enqueue($1, '{}')", {long_name}) == "");
 }
+
+}  // namespace sql_upgrade_test
