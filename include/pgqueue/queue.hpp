@@ -204,22 +204,12 @@ class queue {
     auto gate = try_carry(*s, opts);
     pg::params p{s->name, payload, key, opts.priority, epoch(opts.run_after),
                  opts.max_attempts, gate != nullptr};
-    std::optional<pg::result> r;
-    try {
-      r.emplace(co_await s->db.query_prepared(
-          "SELECT pgqueue.enqueue($1, $2::jsonb, $3, $4, coalesce(to_timestamp($5::float8), "
-          "now()), $6, $7)",
-          std::move(p)));
-    } catch (...) {
-      if (gate) carried(s, gate, false);
-      throw;
-    }
-    if (gate) {
-      carried(s, gate, true);
-    } else if (due_now(opts.run_after)) {
-      co_await wake(s);
-    }
-    co_return r->get<std::int64_t>(0, 0);
+    auto r = co_await insert_and_wake(
+        s, std::move(gate), due_now(opts.run_after),
+        "SELECT pgqueue.enqueue($1, $2::jsonb, $3, $4, coalesce(to_timestamp($5::float8), "
+        "now()), $6, $7)",
+        std::move(p));
+    co_return r.get<std::int64_t>(0, 0);
   }
 
   static asio::awaitable<std::vector<std::int64_t>> do_enqueue_batch(
@@ -239,25 +229,35 @@ class queue {
     }
     auto gate = payloads.empty() ? nullptr : try_carry(*s, opts);
     p.add(opts.priority).add(epoch(opts.run_after)).add(opts.max_attempts).add(gate != nullptr);
+    auto r = co_await insert_and_wake(
+        s, std::move(gate), !payloads.empty() && due_now(opts.run_after),
+        "SELECT unnest(pgqueue.enqueue_batch($1, $2::jsonb[], $3::text[], $4, "
+        "coalesce(to_timestamp($5::float8), now()), $6, $7))",
+        std::move(p));
+    std::vector<std::int64_t> ids;
+    ids.reserve(r.rows());
+    for (int i = 0; i < r.rows(); ++i) ids.push_back(r.get<std::int64_t>(i, 0));
+    co_return ids;
+  }
+
+  // Runs an enqueue statement. With `gate` it carries the queue's wake-up (its $7 is true) and
+  // reports to the gate when answered; else jobs `due` are announced after it committed.
+  static asio::awaitable<pg::result> insert_and_wake(std::shared_ptr<detail::queue_state> s,
+                                                     std::shared_ptr<detail::wake_gate> gate,
+                                                     bool due, const char* sql, pg::params p) {
     std::optional<pg::result> r;
     try {
-      r.emplace(co_await s->db.query_prepared(
-          "SELECT unnest(pgqueue.enqueue_batch($1, $2::jsonb[], $3::text[], $4, "
-          "coalesce(to_timestamp($5::float8), now()), $6, $7))",
-          std::move(p)));
+      r.emplace(co_await s->db.query_prepared(sql, std::move(p)));
     } catch (...) {
       if (gate) carried(s, gate, false);
       throw;
     }
     if (gate) {
       carried(s, gate, true);
-    } else if (!payloads.empty() && due_now(opts.run_after)) {
+    } else if (due) {
       co_await wake(s);
     }
-    std::vector<std::int64_t> ids;
-    ids.reserve(r->rows());
-    for (int i = 0; i < r->rows(); ++i) ids.push_back(r->get<std::int64_t>(i, 0));
-    co_return ids;
+    co_return std::move(*r);
   }
 
   // Jobs due later wake nobody now: a waiting claim() wakes itself when they fall due.
