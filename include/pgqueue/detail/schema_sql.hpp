@@ -326,7 +326,14 @@ BEGIN
   IF NOT p_wake THEN
     PERFORM set_config('pgqueue.defer_wake', 'on', true);
   END IF;
-  LOOP
+  -- Without a key, a plain insert: ON CONFLICT makes an insert speculative, which costs a
+  -- WAL record more per row even where the key's index does not apply.
+  IF p_idempotency_key IS NULL THEN
+    INSERT INTO pgqueue.jobs (queue, payload, priority, run_after, max_attempts)
+    VALUES (p_queue, p_payload, p_priority, p_run_after, p_max_attempts)
+    RETURNING id INTO v_id;
+  END IF;
+  WHILE v_id IS NULL LOOP
     INSERT INTO pgqueue.jobs (queue, payload, idempotency_key, priority, run_after, max_attempts)
     VALUES (p_queue, p_payload, p_idempotency_key, p_priority, p_run_after, p_max_attempts)
     ON CONFLICT (queue, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
@@ -339,7 +346,7 @@ BEGIN
         PERFORM pgqueue.notify_queue(p_queue);
       END IF;
     END IF;
-    EXIT WHEN v_id IS NOT NULL;  -- else the holder was deleted in between: insert again
+    -- Still NULL: the holder was deleted in between, so insert again.
   END LOOP;
   IF NOT p_wake THEN
     PERFORM set_config('pgqueue.defer_wake', 'off', true);
@@ -388,12 +395,20 @@ BEGIN
   IF NOT p_wake THEN
     PERFORM set_config('pgqueue.defer_wake', 'on', true);
   END IF;
-  INSERT INTO pgqueue.jobs (id, queue, payload, idempotency_key, priority, run_after, max_attempts)
-  SELECT v_ids[t.ord], p_queue, t.payload, t.key, p_priority, p_run_after, p_max_attempts
-    FROM unnest(p_payloads, coalesce(p_idempotency_keys, array_fill(NULL::text, ARRAY[v_n])))
-         WITH ORDINALITY AS t(payload, key, ord)
-   ORDER BY t.ord
-  ON CONFLICT (queue, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING;
+  IF p_idempotency_keys IS NULL THEN
+    -- A plain insert, as in enqueue.
+    INSERT INTO pgqueue.jobs (id, queue, payload, priority, run_after, max_attempts)
+    SELECT v_ids[t.ord], p_queue, t.payload, p_priority, p_run_after, p_max_attempts
+      FROM unnest(p_payloads) WITH ORDINALITY AS t(payload, ord)
+     ORDER BY t.ord;
+  ELSE
+    INSERT INTO pgqueue.jobs (id, queue, payload, idempotency_key, priority, run_after,
+                              max_attempts)
+    SELECT v_ids[t.ord], p_queue, t.payload, t.key, p_priority, p_run_after, p_max_attempts
+      FROM unnest(p_payloads, p_idempotency_keys) WITH ORDINALITY AS t(payload, key, ord)
+     ORDER BY t.ord
+    ON CONFLICT (queue, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING;
+  END IF;
   IF NOT p_wake THEN
     PERFORM set_config('pgqueue.defer_wake', 'off', true);
   END IF;
