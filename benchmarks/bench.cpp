@@ -54,22 +54,31 @@ std::string self_path() {
 }
 
 void add_targets(bench::report& rep) {
-  rep.add_target({"batched drain (c64) >= 0.8x the raw-SQL ceiling (a)", "drain.c64.batched",
+  // (a) is 4 sessions claiming 100 jobs each: the worker in that shape is the like-for-like
+  // row; concurrency 64 on one session is also held to it (one backend, one core).
+  rep.add_target({"batched drain, shape of (a): c400, connections = 4 >= 0.8x (a)",
+                  "drain.c400.batched.conn4", "ref.batch", "", 0.8});
+  rep.add_target({"batched drain, c64 on one session >= 0.8x (a)", "drain.c64.batched",
                   "ref.batch", "", 0.8});
   rep.add_target({"batched drain (c64) >= 5x the seed's claim_next+ack (b)", "drain.c64.batched",
                   "ref.seed", "", 5});
-  rep.add_target({"same, worker with connections = 4 (as (a)) >= 0.8x (a)",
-                  "drain.c64.batched.conn4", "ref.batch", "", 0.8});
   rep.add_target({"enqueue_batch(100) >= 0.8x the same INSERT via pgbench (d100)",
                   "enqueue.batch100", "ref.insert.batch100", "", 0.8});
   rep.add_target({"enqueue_batch(1000) >= 0.8x the same INSERT via pgbench (d1000)",
                   "enqueue.batch1000", "ref.insert.batch1000", "", 0.8});
   rep.add_target({"one-job enqueue, 8 producers >= 0.8x INSERT at pgbench -c 8 (d8)",
                   "enqueue.single.p8", "ref.insert.c8", "", 0.8});
-  rep.add_target({"latency p50 <= 1 ms (enqueue() called -> handler starts)", "latency.from_call",
-                  "", "p50", 1});
-  rep.add_target({"latency p99 <= 3 ms (enqueue() called -> handler starts)", "latency.from_call",
-                  "", "p99", 3});
+  // The issue times latency from the enqueue's commit; the client sees the commit when
+  // enqueue() returns (its reply follows the commit by one socket hop). From the call is
+  // stricter: it adds the enqueue's own round trip and WAL flush.
+  rep.add_target({"latency p50 <= 1 ms (commit: enqueue() returned -> handler)",
+                  "latency.from_return", "", "p50", 1});
+  rep.add_target({"latency p99 <= 3 ms (commit: enqueue() returned -> handler)",
+                  "latency.from_return", "", "p99", 3});
+  rep.add_target({"stricter: p50 <= 1 ms from enqueue() called", "latency.from_call", "", "p50",
+                  1});
+  rep.add_target({"stricter: p99 <= 3 ms from enqueue() called", "latency.from_call", "", "p99",
+                  3});
   rep.add_target(
       {"drain with retained completed jobs >= 0.8x empty", "scale.retained", "scale.0", "", 0.8});
   rep.add_target(

@@ -1,9 +1,9 @@
 // drain: a pgqueue::worker with a no-op handler drains pre-filled jobs; concurrency 1, 16 and
 // 64, with batching (claim_batch = concurrency, coalesced acks) and without (one claim and one
 // ack per job). Then configurations that are not the defaults, to show where the limit is: one
-// worker on four sessions (worker_options::connections), four workers on four connections with
-// 128 jobs per claim, and (what-if) the worker's session committing without waiting for the WAL
-// flush.
+// worker on four sessions (worker_options::connections) at concurrency 64 and 400 (the shape of
+// reference (a)), four workers on four connections with 128 jobs per claim, and (what-if) the
+// worker's session committing without waiting for the WAL flush.
 #include <string>
 #include <vector>
 
@@ -35,15 +35,22 @@ std::vector<drain_case> cases() {
       out.push_back(d);
     }
   }
-  // Not the defaults: one worker on as many sessions as reference (a) has clients; the shape of
-  // reference (a) (4 connections, about 100 jobs per claim) as four workers; and (what-if) the
-  // worker's session committing without waiting for the WAL flush.
+  // Not the defaults: one worker on as many sessions as reference (a) has clients, at
+  // concurrency 64 and at the shape of (a) itself (100 jobs per claim on each of 4 sessions);
+  // that shape as four workers; and (what-if) the worker's session committing without waiting
+  // for the WAL flush.
   drain_case conn4{"drain.c64.batched.conn4",
                    "worker, concurrency 64, batched, connections = 4",
                    {},
                    {"ref.batch", "ref.seed"}};
   conn4.setup.worker = {.concurrency = 64, .connections = 4};
   out.push_back(conn4);
+  drain_case shape_a{"drain.c400.batched.conn4",
+                     "worker, concurrency 400, batched, connections = 4 (shape of (a))",
+                     {},
+                     {"ref.batch", "ref.seed"}};
+  shape_a.setup.worker = {.concurrency = 400, .connections = 4};
+  out.push_back(shape_a);
   drain_case multi{"drain.4x128.batched",
                    "4 workers (4 connections), concurrency 128 each, batched",
                    {},
