@@ -20,8 +20,9 @@ struct queue_options {
   /// Wake-ups of one queue are folded across the process: at most one on its way and at most
   /// one per this interval, so a flood of enqueues does not send a wake-up per job. An idle
   /// worker may hear of a job up to 1.5 times this much later during a flood; zero disables
-  /// the gap.
-  std::chrono::microseconds wake_interval{1000};
+  /// the gap. Each wake-up is a NOTIFY (a cluster-wide lock at commit): at 1 ms, 8 producers
+  /// on 2 cores enqueued about 12% fewer jobs than at 2 ms; beyond 2 ms little changes.
+  std::chrono::microseconds wake_interval{2000};
 };
 
 }  // namespace pgqueue
