@@ -113,7 +113,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
     switch (state_) {
       case state::open:
         queued_.push_back(std::move(r));
-        if (!pumping_) pump();
+        if (!pumping_) pump(!reading_);
         return;
       case state::reconnecting:
         if (options_.reconnect_wait.count() <= 0) return r->fail(waiting_error());
@@ -226,14 +226,19 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
   }
 
   // The reader loop. Arms the waits first, then polls, so no readiness edge is missed; keeps
-  // going while anything moved (input read, output flushed, requests sent).
-  void pump() {
+  // going while input was read (libpq may have left some in the socket, which no new edge
+  // would announce) or output is still pending. `check_input` false skips the first poll: a
+  // caller that found the read wait already armed knows input that came since then completes
+  // that wait. A request sent needs no further poll for the same reason. (Each poll is a
+  // system call; one enqueue used to cost four.)
+  void pump(bool check_input = true) {
     pumping_ = true;
     bool progress = true;
     while (progress && state_ == state::open) {
       progress = false;
       arm_waits();
-      const short ev = socket_.ready_now(want_write_);
+      const short ev = check_input || want_write_ ? socket_.ready_now(want_write_) : 0;
+      check_input = true;
       if (ev & (POLLIN | POLLERR | POLLHUP)) {
         if (PQconsumeInput(conn_.get()) != 1) {
           lose_connection();
@@ -247,7 +252,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
       }
       if (!read_results()) break;
       drain_notifications();
-      if (send_queued()) progress = true;
+      if (send_queued() && want_write_) progress = true;
       if (state_ == state::open && PQstatus(conn_.get()) == CONNECTION_BAD) lose_connection();
     }
     pumping_ = false;
