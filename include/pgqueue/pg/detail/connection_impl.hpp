@@ -189,8 +189,8 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
     auto waiting = std::exchange(queued_, {});
     if (options_.statement_timeout.count() > 0) {
       params ms{std::to_string(options_.statement_timeout.count())};
-      queued_.push_back(make_statement("SELECT set_config('statement_timeout', $1, false)",
-                                       nullptr, std::move(ms)));
+      queued_.push_back(make_statement("SELECT set_config('statement_timeout', $1, false)", nullptr,
+                                       std::move(ms)));
     }
     for (const auto& channel : channels_.channels()) queued_.push_back(relisten(channel));
     for (auto& r : waiting) queued_.push_back(std::move(r));
@@ -643,7 +643,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
   asio::steady_timer wait_timer_;         // the earliest deadline of a waiting request
   asio::steady_timer watchdog_;           // statement_timeout's client-side deadline
   clock::time_point wait_at_{};
-  clock::time_point progress_at_{};       // last answer, or first send into an idle pipeline
+  clock::time_point progress_at_{};  // last answer, or first send into an idle pipeline
   unsigned wait_gen_ = 0;
   bool wait_armed_ = false;
   bool watchdog_armed_ = false;
