@@ -23,6 +23,34 @@ struct fixture {
   }
 };
 
+// Whether a notification for `q` arrives within `limit` (the first call subscribes).
+asio::awaitable<bool> notified_within(pgqueue::queue& q, std::chrono::milliseconds limit) {
+  asio::steady_timer t(co_await asio::this_coro::executor, limit);
+  auto r = co_await (q.next_notification() || t.async_wait(asio::use_awaitable));
+  co_return r.index() == 0;
+}
+
+// A watcher of `name` and a producer (wake_interval 50 ms) whose first enqueue (`first`, id
+// `first_id`) was announced and whose interval has passed: its next due enqueue carries the
+// queue's wake-up in its own transaction.
+struct carrier {
+  pgqueue::queue watcher, producer;
+  std::int64_t first_id;
+};
+
+asio::awaitable<carrier> carrier_after_first(fixture& f, const std::string& name,
+                                             pgqueue::enqueue_options first) {
+  auto ex = co_await asio::this_coro::executor;
+  pgqueue::queue watcher{co_await f.connect(), name};
+  pgqueue::queue producer{co_await pgqueue::connect(ex, f.db.dsn()), name, {.wake_interval = 50ms}};
+  co_await watcher.watch();
+  const auto first_id = co_await producer.enqueue("{}", first);
+  auto n = co_await watcher.next_notification();
+  CHECK(n.payload == name);
+  co_await pause(100ms);  // past the wake interval
+  co_return carrier{watcher, producer, first_id};
+}
+
 }  // namespace
 
 TEST_CASE("invalid JSON is refused with SQLSTATE 22P02 and nothing is added", "[queue]") {
@@ -69,9 +97,8 @@ TEST_CASE("a name with quotes, spaces, unicode and 100 bytes works end to end", 
     pgqueue::queue q{db, name};
     pgqueue::queue p{producer, name};
     // Subscribe (the first call does) and see that nothing is pending yet.
-    asio::steady_timer t(co_await asio::this_coro::executor, 50ms);
-    auto first = co_await (q.next_notification() || t.async_wait(asio::use_awaitable));
-    CHECK(first.index() == 1);
+    const bool pending = co_await notified_within(q, 50ms);
+    CHECK_FALSE(pending);
     auto id = co_await p.enqueue(R"({"x":1})");
     auto l = co_await q.claim();
     CHECK(l.job().id == id);
@@ -89,13 +116,12 @@ TEST_CASE("next_notification wakes on an enqueue from another connection", "[que
     pgqueue::queue watcher{co_await f.connect(), "jobs"};
     pgqueue::queue producer{co_await pgqueue::connect(ex, f.db.dsn()), "jobs"};
     pgqueue::queue other{producer.db(), "other"};
-    co_await watcher.watch();  // listening from here on
+    co_await watcher.watch();      // listening from here on
     co_await other.enqueue("{}");  // another queue: not ours
     // A job due later wakes nobody now.
     co_await producer.enqueue("{}", {.run_after = std::chrono::system_clock::now() + 1h});
-    asio::steady_timer t(ex, 300ms);
-    auto early = co_await (watcher.next_notification() || t.async_wait(asio::use_awaitable));
-    CHECK(early.index() == 1);
+    const bool early = co_await notified_within(watcher, 300ms);
+    CHECK_FALSE(early);
     co_await producer.enqueue("{}");
     auto n = co_await watcher.next_notification();
     CHECK(n.payload == "jobs");
@@ -124,9 +150,8 @@ TEST_CASE("wake-ups fold across handles and connections; the last enqueue is sti
     CHECK(first.payload == "flood");
     CHECK(second.payload == "flood");
     CHECK(gap >= 800ms);
-    asio::steady_timer t(ex, 1500ms);
-    auto third = co_await (watcher.next_notification() || t.async_wait(asio::use_awaitable));
-    CHECK(third.index() == 1);  // nothing more: three jobs, two wake-ups
+    const bool third = co_await notified_within(watcher, 1500ms);
+    CHECK_FALSE(third);  // nothing more: three jobs, two wake-ups
   });
 }
 
@@ -134,45 +159,28 @@ TEST_CASE("an enqueue that carries the wake-up announces even when its key alrea
           "[queue][notify]") {
   fixture f;
   run_async([&]() -> asio::awaitable<void> {
-    auto ex = co_await asio::this_coro::executor;
-    pgqueue::queue watcher{co_await f.connect(), "keys"};
-    pgqueue::queue producer{co_await pgqueue::connect(ex, f.db.dsn()), "keys",
-                            {.wake_interval = 50ms}};
-    co_await watcher.watch();
-    const auto first = co_await producer.enqueue("{}", {.idempotency_key = "k"});
-    auto n1 = co_await watcher.next_notification();
-    CHECK(n1.payload == "keys");
-    co_await pause(100ms);  // past the wake interval: the next enqueue carries the wake-up
-    const auto again = co_await producer.enqueue("{}", {.idempotency_key = "k"});
-    CHECK(again == first);
-    asio::steady_timer t(ex, 5s);
-    auto n2 = co_await (watcher.next_notification() || t.async_wait(asio::use_awaitable));
-    CHECK(n2.index() == 0);
+    auto c = co_await carrier_after_first(f, "keys", {.idempotency_key = "k"});
+    const auto again = co_await c.producer.enqueue("{}", {.idempotency_key = "k"});
+    CHECK(again == c.first_id);
+    const bool announced = co_await notified_within(c.watcher, 5s);
+    CHECK(announced);
   });
 }
 
 TEST_CASE("a carrying enqueue that fails hands its wake-up to a separate one", "[queue][notify]") {
   fixture f;
   run_async([&]() -> asio::awaitable<void> {
-    auto ex = co_await asio::this_coro::executor;
-    pgqueue::queue watcher{co_await f.connect(), "bad"};
-    pgqueue::queue producer{co_await pgqueue::connect(ex, f.db.dsn()), "bad",
-                            {.wake_interval = 50ms}};
-    co_await watcher.watch();
-    co_await producer.enqueue("{}");
-    co_await watcher.next_notification();
-    co_await pause(100ms);
+    auto c = co_await carrier_after_first(f, "bad", {});
     // The failed enqueue would have carried the wake-up for whatever committed before it.
     std::string sqlstate;
     try {
-      co_await producer.enqueue("{not json");
+      co_await c.producer.enqueue("{not json");
     } catch (const pgqueue::error& e) {
       sqlstate = e.sqlstate();
     }
     CHECK(sqlstate == "22P02");
-    asio::steady_timer t(ex, 5s);
-    auto n = co_await (watcher.next_notification() || t.async_wait(asio::use_awaitable));
-    CHECK(n.index() == 0);
+    const bool announced = co_await notified_within(c.watcher, 5s);
+    CHECK(announced);
   });
   session s(f.db.dsn());
   CHECK(count_jobs(s, "ready", "bad") == 1);
@@ -208,8 +216,7 @@ TEST_CASE("claim() wakes when a scheduled job falls due", "[queue][claim]") {
   fixture f;
   run_async([&]() -> asio::awaitable<void> {
     pgqueue::queue q{co_await f.connect(), "q", {.poll_interval = 60s}};
-    auto id = co_await q.enqueue(
-        "{}", {.run_after = std::chrono::system_clock::now() + 300ms});
+    auto id = co_await q.enqueue("{}", {.run_after = std::chrono::system_clock::now() + 300ms});
     auto l = co_await q.claim();
     CHECK(l.job().id == id);
     co_await l.ack();
