@@ -6,8 +6,9 @@
 
 namespace pgqueue {
 
-/// One claimed job. `attempts` counts this claim (1 on the first run) and is the lease's fencing
-/// token; the job ends `dead` when an attempt numbered `max_attempts` fails.
+/// One claimed job. `attempts` counts the attempts used, this one included (1 on the first
+/// run; a release gives one back); the job ends `dead` when an attempt numbered
+/// `max_attempts` fails. (What fences the lease is a separate token that only grows.)
 struct job {
   std::int64_t id = 0;
   std::string queue;

@@ -13,9 +13,12 @@
 #include <asio/cancellation_signal.hpp>
 #include <asio/co_spawn.hpp>
 #include <asio/detached.hpp>
+#include <asio/this_coro.hpp>
 
 #include "pgqueue/connect.hpp"
+#include "pgqueue/detail/error_text.hpp"
 #include "pgqueue/detail/lease_state.hpp"
+#include "pgqueue/detail/shield.hpp"
 #include "pgqueue/error.hpp"
 #include "pgqueue/job.hpp"
 
@@ -62,41 +65,41 @@ class lease {
   /// Whether the lease is known to be lost. No round trip.
   bool lost() const noexcept { return state_ && state_->lost; }
 
-  /// Emitted (terminal cancellation) on the connection's strand when the lease is lost; bind a
-  /// handler's operations to it with asio::bind_cancellation_slot to stop work that no longer
-  /// counts.
+  /// Emitted (terminal cancellation) when the lease is lost, on the executor of the coroutine
+  /// that claimed the job (the worker's strand for a worker's handler); bind a handler's
+  /// operations to it with asio::bind_cancellation_slot, from that executor, to stop work that
+  /// no longer counts.
   asio::cancellation_slot lost_slot() noexcept { return state_->lost_signal.slot(); }
 
   /// Marks the job done. One round trip. Throws `errc::lease_lost` when the job is no longer
   /// held (nothing is changed), `errc::lease_finished` when already finished, or a connection
   /// error (the lease then expires and the job runs again: at-least-once). When the connection
   /// drops, the ack is sent again once it has reconnected, while the lease may still be valid;
-  /// if the first try had taken effect (its answer was lost), the job is found done by this
-  /// worker at this attempt and the ack succeeds (one more round trip).
+  /// if the first try had taken effect (its answer was lost), the job is found done under this
+  /// claim and the ack succeeds (one more round trip).
+  ///
+  /// Cancellation: a cancel before the call starts throws operation_aborted and leaves the
+  /// lease as it was (held, heartbeating). Once started the ack is not interrupted: a cancel
+  /// waits for its outcome (one round trip; across a reconnect, until the lease expires at
+  /// most), which is then reported as without the cancel. The same holds for nack, release
+  /// and ack_batch.
   asio::awaitable<void> ack() {
-    auto s = finish();
-    pg::params p{s->the_job.id, s->worker_id, s->the_job.attempts};
-    bool repeated = false;
-    auto r = co_await s->settle("SELECT pgqueue.ack($1, $2, $3)", std::move(p), &repeated);
-    if (r.get<bool>(0, 0)) co_return;
-    if (repeated) {
-      const auto f = detail::lease_state::fence_of({s});
-      pg::params q{f.ids, s->worker_id, f.attempts};
-      auto done =
-          co_await s->settle(detail::lease_state::count_acked_sql, std::move(q), &repeated);
-      if (done.get<std::int64_t>(0, 0) == 1) co_return;
+    const auto state = co_await asio::this_coro::cancellation_state;
+    if (state.cancelled() != asio::cancellation_type::none) {
+      throw detail::cancelled_error("ack cancelled before it started; the lease is still held");
     }
-    throw lost_error(*s);
+    auto op = do_ack(finish());
+    co_await detail::shielded(std::move(op));
   }
 
   /// Gives the job back after a failure: retried after the queue's back-off (or `delay`), or
   /// ended `dead` when this was its last attempt; `reason` is kept in `last_error`. One round
   /// trip. Throws as `ack`, and `errc::invalid_argument` (the lease still held and usable) for
   /// a reason with a NUL byte or a delay that is negative or reaches past what system_clock
-  /// can represent. A reason the server refuses (e.g. invalid UTF-8, SQLSTATE 22021) ends the
-  /// lease with the job unchanged: it runs again once the lease expires. Sent again across a
-  /// reconnect like `ack` (if the job is then found ready or dead at this attempt, that is what
-  /// is returned).
+  /// can represent. Invalid UTF-8 in `reason` is stored as '?' and a reason longer than 2000
+  /// bytes is cut (the server keeps at most that). Sent again across a reconnect like `ack`
+  /// (if the job is then found ready or dead under this claim, that is what is returned).
+  /// Cancellation as `ack`.
   asio::awaitable<nack_result> nack(std::string reason,
                                     std::optional<std::chrono::milliseconds> delay = {}) {
     // Checked before finish(): a refusal here must leave the lease as it was.
@@ -108,27 +111,24 @@ class lease {
                   "nack delay of " + std::to_string(delay->count()) +
                       " ms is negative or beyond what std::chrono::system_clock can represent");
     }
-    // The coroutine takes the reason as an xvalue (see queue::enqueue on GCC 12).
-    return do_nack(finish(), std::move(reason), delay);
+    const auto state = co_await asio::this_coro::cancellation_state;
+    if (state.cancelled() != asio::cancellation_type::none) {
+      throw detail::cancelled_error("nack cancelled before it started; the lease is still held");
+    }
+    auto op = do_nack(finish(), detail::clean_error_text(reason), delay);
+    co_return co_await detail::shielded(std::move(op));
   }
 
   /// Gives the job back without using up its attempt (e.g. shutting down): ready again at once.
-  /// One round trip. Throws as `ack`; sent again across a reconnect like `ack`.
+  /// One round trip. Throws as `ack`; sent again across a reconnect like `ack`. Cancellation
+  /// as `ack`.
   asio::awaitable<void> release() {
-    auto s = finish();
-    pg::params p{s->the_job.id, s->worker_id, s->the_job.attempts};
-    bool repeated = false;
-    auto r = co_await s->settle("SELECT pgqueue.release($1, $2, $3)", std::move(p), &repeated);
-    if (r.get<bool>(0, 0)) co_return;
-    if (repeated) {  // a release that took effect left the job ready, its attempt given back
-      pg::params q{s->the_job.id, s->the_job.attempts - 1};
-      auto done = co_await s->settle(
-          "SELECT EXISTS (SELECT 1 FROM pgqueue.jobs WHERE id = $1 AND state = 'ready' "
-          "AND attempts = $2)",
-          std::move(q), &repeated);
-      if (done.get<bool>(0, 0)) co_return;
+    const auto state = co_await asio::this_coro::cancellation_state;
+    if (state.cancelled() != asio::cancellation_type::none) {
+      throw detail::cancelled_error("release cancelled before it started; the lease is still held");
     }
-    throw lost_error(*s);
+    auto op = do_release(finish());
+    co_await detail::shielded(std::move(op));
   }
 
  private:
@@ -136,9 +136,39 @@ class lease {
   friend class worker;
   friend asio::awaitable<std::size_t> ack_batch(std::vector<lease>& leases);
 
+  static asio::awaitable<std::size_t> do_ack_batch(
+      std::vector<std::shared_ptr<detail::lease_state>> states) {
+    const auto f = detail::lease_state::fence_of(states);
+    pg::params p{f.ids, states.front()->worker_id, f.tokens};
+    bool repeated = false;
+    auto r = co_await states.front()->settle(
+        "SELECT cardinality(pgqueue.ack_batch($1::bigint[], $2, $3::bigint[]))", std::move(p),
+        &repeated);
+    if (repeated) {
+      pg::params q{f.ids, states.front()->worker_id, f.tokens};
+      r = co_await states.front()->settle(detail::lease_state::count_acked_sql, std::move(q),
+                                          &repeated);
+    }
+    co_return static_cast<std::size_t>(r.get<std::int64_t>(0, 0));
+  }
+
   explicit lease(std::shared_ptr<detail::lease_state> s)
       : state_(std::move(s)), unwinding_at_start_(std::uncaught_exceptions()) {
     state_->start_heartbeat();
+  }
+
+  static asio::awaitable<void> do_ack(std::shared_ptr<detail::lease_state> s) {
+    pg::params p{s->the_job.id, s->worker_id, s->token};
+    bool repeated = false;
+    auto r = co_await s->settle("SELECT pgqueue.ack($1, $2, $3)", std::move(p), &repeated);
+    if (r.get<bool>(0, 0)) co_return;
+    if (repeated) {
+      const auto f = detail::lease_state::fence_of({s});
+      pg::params q{f.ids, s->worker_id, f.tokens};
+      auto done = co_await s->settle(detail::lease_state::count_acked_sql, std::move(q), &repeated);
+      if (done.get<std::int64_t>(0, 0) == 1) co_return;
+    }
+    throw lost_error(*s);
   }
 
   static asio::awaitable<nack_result> do_nack(std::shared_ptr<detail::lease_state> s,
@@ -147,23 +177,37 @@ class lease {
     // Built before the co_await: GCC 12 destroys a conditional's temporary in it twice.
     std::optional<std::string> requeue_after;
     if (delay) requeue_after = detail::lease_state::interval(*delay);
-    pg::params p{s->the_job.id, s->worker_id, reason, requeue_after, s->the_job.attempts};
+    pg::params p{s->the_job.id, s->worker_id, reason, requeue_after, s->token};
     bool repeated = false;
-    auto r = co_await s->settle("SELECT pgqueue.nack($1, $2, $3, $4::interval, $5)",
-                                std::move(p), &repeated);
+    auto r = co_await s->settle("SELECT pgqueue.nack($1, $2, $3, $4::interval, $5)", std::move(p),
+                                &repeated);
     auto outcome = r.get<std::string>(0, 0);
     if (outcome == "lost" && repeated) {
-      // The first try may have taken effect: the job is then ready or dead, not claimed again.
-      pg::params q{s->the_job.id, s->the_job.attempts};
-      auto now = co_await s->settle(
-          "SELECT coalesce((SELECT CASE state WHEN 'ready' THEN 'requeued' ELSE state::text END "
-          "FROM pgqueue.jobs WHERE id = $1 AND attempts = $2 AND state IN ('ready', 'dead')), "
-          "'lost')",
-          std::move(q), &repeated);
-      outcome = now.get<std::string>(0, 0);
+      // The first try may have taken effect: the job is then ready or dead under this claim.
+      outcome = co_await outcome_of(s, &repeated);
+      if (outcome == "ready") outcome = "requeued";
     }
-    if (outcome == "lost") throw lost_error(*s);
+    if (outcome != "requeued" && outcome != "dead") throw lost_error(*s);
     co_return outcome == "dead" ? nack_result::dead : nack_result::requeued;
+  }
+
+  static asio::awaitable<void> do_release(std::shared_ptr<detail::lease_state> s) {
+    pg::params p{s->the_job.id, s->worker_id, s->token};
+    bool repeated = false;
+    auto r = co_await s->settle("SELECT pgqueue.release($1, $2, $3)", std::move(p), &repeated);
+    if (r.get<bool>(0, 0)) co_return;
+    // A release that took effect left the job ready under this claim.
+    if (repeated && co_await outcome_of(s, &repeated) == "ready") co_return;
+    throw lost_error(*s);
+  }
+
+  // The job's state as far as this claim is concerned (pgqueue.lease_outcome): its state while
+  // no later claim was made, else "lost". One round trip, after a repeated final operation.
+  static asio::awaitable<std::string> outcome_of(const std::shared_ptr<detail::lease_state>& s,
+                                                 bool* repeated) {
+    pg::params q{s->the_job.id, s->worker_id, s->token};
+    auto r = co_await s->settle("SELECT pgqueue.lease_outcome($1, $2, $3)", std::move(q), repeated);
+    co_return r.get<std::string>(0, 0);
   }
 
   static std::chrono::milliseconds max_delay() {
@@ -172,10 +216,11 @@ class lease {
   }
 
   static error lost_error(const detail::lease_state& s) {
-    return error(errc::lease_lost,
-                 "lease lost: job " + std::to_string(s.the_job.id) + " (attempt " +
-                     std::to_string(s.the_job.attempts) + ") is no longer held by worker '" +
-                     s.worker_id + "'; it was taken back after its lease expired");
+    return error(errc::lease_lost, "lease lost: job " + std::to_string(s.the_job.id) +
+                                       " (attempt " + std::to_string(s.the_job.attempts) +
+                                       ", lease token " + std::to_string(s.token) +
+                                       ") is no longer held by worker '" + s.worker_id +
+                                       "'; it was taken back after its lease expired");
   }
 
   // Ends the lease's own life (heartbeats stop) before a final operation; throws if that is
@@ -207,13 +252,22 @@ class lease {
   }
 
   void abandon() noexcept {
+    end_in_background(std::uncaught_exceptions() > unwinding_at_start_
+                          ? "abandoned: exception during handler"
+                          : "abandoned");
+  }
+
+  // Gives the job back in the background, its attempt not counted: for a claim whose caller
+  // was cancelled before it could see the job.
+  void release_in_background() noexcept { end_in_background(std::nullopt); }
+
+  // Ends the lease without waiting: nacks with `reason`, or releases without one. The
+  // destructor never blocks; if even this fails, the lease expires and the job runs again.
+  void end_in_background(std::optional<std::string> reason) noexcept {
     if (!state_ || state_->finished.exchange(true)) return;
     state_->stop_heartbeat();
-    std::string reason = std::uncaught_exceptions() > unwinding_at_start_
-                             ? "abandoned: exception during handler"
-                             : "abandoned";
     try {
-      asio::co_spawn(state_->db.get_executor(), nack_in_background(state_, std::move(reason)),
+      asio::co_spawn(state_->db.get_executor(), finish_quietly(state_, std::move(reason)),
                      asio::detached);
     } catch (...) {
       // Spawning failed (out of memory): the lease expires and the job runs again.
@@ -221,12 +275,17 @@ class lease {
     state_.reset();
   }
 
-  static asio::awaitable<void> nack_in_background(std::shared_ptr<detail::lease_state> s,
-                                                  std::string reason) {
+  static asio::awaitable<void> finish_quietly(std::shared_ptr<detail::lease_state> s,
+                                              std::optional<std::string> reason) {
     try {
-      pg::params p{s->the_job.id, s->worker_id, std::move(reason), s->the_job.attempts};
       bool repeated = false;  // a repeat that finds the job gone changes nothing: fine here
-      co_await s->settle("SELECT pgqueue.nack($1, $2, $3, NULL, $4)", std::move(p), &repeated);
+      if (reason) {
+        pg::params p{s->the_job.id, s->worker_id, std::move(*reason), s->token};
+        co_await s->settle("SELECT pgqueue.nack($1, $2, $3, NULL, $4)", std::move(p), &repeated);
+      } else {
+        pg::params p{s->the_job.id, s->worker_id, s->token};
+        co_await s->settle("SELECT pgqueue.release($1, $2, $3)", std::move(p), &repeated);
+      }
     } catch (const std::exception&) {
       // Nobody is left to tell; the lease expires and the job is retried.
     }
@@ -241,9 +300,14 @@ class lease {
 /// an error here (compare with `leases.size()`). Throws `lease_finished` if one was already
 /// finished (before anything is sent), or a connection error (the jobs' leases then expire).
 /// Sent again across a reconnect like `lease::ack`; then the count is of the jobs found done by
-/// this worker at their attempts (one more round trip).
+/// this worker under their claims (one more round trip).
+/// Cancellation as `lease::ack`.
 inline asio::awaitable<std::size_t> ack_batch(std::vector<lease>& leases) {
   if (leases.empty()) co_return 0;
+  const auto state = co_await asio::this_coro::cancellation_state;
+  if (state.cancelled() != asio::cancellation_type::none) {
+    throw detail::cancelled_error("ack_batch cancelled before it started; the leases are held");
+  }
   for (auto& l : leases) {
     if (l.finished()) throw error(errc::lease_finished, "ack_batch: a lease is already finished");
   }
@@ -256,18 +320,8 @@ inline asio::awaitable<std::size_t> ack_batch(std::vector<lease>& leases) {
     }
   }
   if (states.empty()) co_return 0;
-  const auto f = detail::lease_state::fence_of(states);
-  pg::params p{f.ids, states.front()->worker_id, f.attempts};
-  bool repeated = false;
-  auto r = co_await states.front()->settle(
-      "SELECT cardinality(pgqueue.ack_batch($1::bigint[], $2, $3::int[]))", std::move(p),
-      &repeated);
-  if (repeated) {
-    pg::params q{f.ids, states.front()->worker_id, f.attempts};
-    r = co_await states.front()->settle(detail::lease_state::count_acked_sql, std::move(q),
-                                        &repeated);
-  }
-  co_return static_cast<std::size_t>(r.get<std::int64_t>(0, 0));
+  auto op = lease::do_ack_batch(std::move(states));
+  co_return co_await detail::shielded(std::move(op));
 }
 
 }  // namespace pgqueue

@@ -19,6 +19,7 @@
 #include <asio/use_awaitable.hpp>
 
 #include "pgqueue/connect.hpp"
+#include "pgqueue/detail/idle_backoff.hpp"
 #include "pgqueue/detail/lease_state.hpp"
 #include "pgqueue/detail/queue_state.hpp"
 #include "pgqueue/detail/shield.hpp"
@@ -42,11 +43,12 @@ class queue {
   /// Names a queue on `db`; no round trip.
   queue(database db, std::string name, queue_options options = {})
       : s_(std::make_shared<detail::queue_state>()) {
-    s_->worker_id = options.worker_id.empty() ? detail::default_worker_id()
-                                              : std::string(options.worker_id);
+    s_->worker_id =
+        options.worker_id.empty() ? detail::default_worker_id() : std::string(options.worker_id);
     if (options.heartbeat_interval.count() <= 0) options.heartbeat_interval = options.lease / 3;
     if (options.lease.count() <= 0 || options.poll_interval.count() <= 0) {
-      throw error(errc::invalid_argument, "queue_options: lease and poll_interval must be positive");
+      throw error(errc::invalid_argument,
+                  "queue_options: lease and poll_interval must be positive");
     }
     s_->db = std::move(db);
     s_->name = std::move(name);
@@ -62,8 +64,13 @@ class queue {
   /// already in the queue, returns that job's id. One round trip. Listeners are woken at its
   /// commit, or, while another wake-up of the queue is on its way or was sent less than
   /// `wake_interval` ago, by one short transaction that covers many enqueues (not awaited).
+  /// A job with `run_after` in the future wakes them too, so an idle claim learns its due time.
   /// Throws the server's error: 22P02 invalid JSON, 22023 bad queue name or max_attempts, and
   /// connection errors.
+  ///
+  /// Cancellation: a cancel before the request is sent throws operation_aborted and adds
+  /// nothing. Once sent, the enqueue is not interrupted (the server may already have
+  /// committed the job): the call waits for the answer, announces the job and returns its id.
   asio::awaitable<std::int64_t> enqueue(std::string_view payload, enqueue_options opts = {}) {
     // Coroutines take their arguments from here as xvalues: GCC 12 destroys a coroutine
     // parameter twice when it is initialised straight from a temporary.
@@ -74,7 +81,7 @@ class queue {
 
   /// Adds many jobs in one statement and one round trip; ids in input order. Options apply to
   /// every job, except `idempotency_key`, which batch calls refuse (use `keys`: one per payload,
-  /// std::nullopt for none). Throws as `enqueue`.
+  /// std::nullopt for none). Throws as `enqueue`; cancellation as `enqueue` (all or nothing).
   asio::awaitable<std::vector<std::int64_t>> enqueue_batch(
       std::vector<std::string> payloads, enqueue_options opts = {},
       std::vector<std::optional<std::string>> keys = {}) {
@@ -82,6 +89,14 @@ class queue {
   }
 
   /// Claims the next due job, or returns nothing at once when there is none. One round trip.
+  /// Expired leases of any queue are taken back first when that is due (at most once a second
+  /// across the database, by whichever claim comes first), so jobs of a crashed holder come
+  /// back even without a `worker`.
+  ///
+  /// Cancellation: a cancel before the request is sent throws operation_aborted and claims
+  /// nothing. Once sent, the claim is completed; if the caller was cancelled meanwhile, the
+  /// jobs it took are released (ready again at once, the attempt not counted) and it throws
+  /// operation_aborted. A cancelled claim never strands a job.
   asio::awaitable<std::optional<lease>> try_claim() {
     auto got = co_await try_claim_batch(1);
     if (got.empty()) co_return std::nullopt;
@@ -89,31 +104,44 @@ class queue {
   }
 
   /// Claims up to `max` due jobs (1 to 10000) in one round trip; empty when none is due.
+  /// Cancellation as `try_claim`.
   asio::awaitable<std::vector<lease>> try_claim_batch(int max) {
+    auto home = co_await asio::this_coro::executor;
     const auto& o = s_->options;
-    auto r = co_await s_->db.query_prepared(
-        "SELECT id, queue, payload::text, priority, attempts, max_attempts "
+    auto claim = s_->db.query_prepared(
+        "SELECT id, queue, payload::text, priority, attempts, max_attempts, lease_token "
         "FROM pgqueue.claim_batch($1, $2, $3, $4::interval)",
         {s_->name, o.worker_id, max, detail::lease_state::interval(o.lease)});
-    co_return leases_from(r);
+    auto r = co_await detail::shielded(std::move(claim));
+    auto leases = leases_from(r, home);
+    const auto state = co_await asio::this_coro::cancellation_state;
+    if (state.cancelled() != asio::cancellation_type::none) {
+      for (auto& l : leases) l.release_in_background();
+      throw detail::cancelled_error("claim cancelled; the jobs it took were released");
+    }
+    co_return leases;
   }
 
-  /// Waits until a job is claimable and claims it. Idle, it waits on LISTEN/NOTIFY and re-checks
-  /// at least every `poll_interval` (and when a scheduled job falls due), so a lost
-  /// notification delays a claim but never loses it. After a reconnect it re-checks at once
-  /// (the subscription's `reconnected` marker), since notifications sent meanwhile are lost. A
-  /// request of its own that the drop caught in flight fails it with `connection_lost`.
-  /// Cancellable (per-operation cancellation); a round trip per check.
+  /// Waits until a job is claimable and claims it. Idle, it waits for an event: a
+  /// notification (a job enqueued, retried or taken back; a job enqueued for later tells it
+  /// the new due time), the due time of the next scheduled job, or `poll_interval` (since
+  /// notifications can be lost), whichever comes first. A due job it cannot claim (row-locked
+  /// by another transaction) is re-checked with a back-off from 10 ms up to `poll_interval`,
+  /// never in a tight loop. After a reconnect it re-checks at once (the subscription's
+  /// `reconnected` marker), since notifications sent meanwhile are lost. A request of its own
+  /// that the drop caught in flight fails it with `connection_lost`. Two round trips per check
+  /// when nothing is found (the claim, and what to wait for).
+  ///
+  /// Cancellation: the wait is interrupted at once (operation_aborted); a claim request
+  /// already sent is completed and its jobs released, as `try_claim`. Nothing is stranded.
   asio::awaitable<lease> claim() {
     auto got = co_await claim_batch(1);
     co_return std::move(got.front());
   }
 
   /// Waits until at least one job is claimable, then claims up to `max`. As `claim`.
-  /// Cancellation interrupts only the waiting: a claim request already sent is completed and
-  /// its jobs returned, so a cancelled claim never strands jobs on the server.
   asio::awaitable<std::vector<lease>> claim_batch(int max) {
-    auto got = co_await detail::shielded(try_claim_batch(max));
+    auto got = co_await try_claim_batch(max);
     if (!got.empty()) co_return got;
     co_return co_await wait_and_claim(max);
   }
@@ -144,10 +172,11 @@ class queue {
     // us, and one committed before it is found by it.
     auto sub = co_await s_->db.subscribe(co_await channel());
     asio::steady_timer timer(co_await asio::this_coro::executor);
+    detail::idle_backoff backoff(s_->options.poll_interval);
     for (;;) {
-      auto got = co_await detail::shielded(try_claim_batch(max));
+      auto got = co_await try_claim_batch(max);
       if (!got.empty()) co_return got;
-      timer.expires_after(co_await idle_wait());
+      timer.expires_after(backoff.next(co_await wait_hint()));
       using namespace asio::experimental::awaitable_operators;
       std::error_code ec;
       co_await (sub.next() || timer.async_wait(asio::redirect_error(asio::use_awaitable, ec)));
@@ -155,8 +184,8 @@ class queue {
   }
 
   // Leases for the claimed rows of `r` (columns as try_claim_batch's; rows without an id are
-  // not jobs).
-  std::vector<lease> leases_from(const pg::result& r) const {
+  // not jobs), their lost signals on `home` (the claiming coroutine's executor).
+  std::vector<lease> leases_from(const pg::result& r, const asio::any_io_executor& home) const {
     const auto& o = s_->options;
     std::vector<lease> out;
     out.reserve(r.rows());
@@ -165,7 +194,8 @@ class queue {
       job j{r.get<std::int64_t>(i, 0), r.get<std::string>(i, 1), r.get<std::string>(i, 2),
             r.get<int>(i, 3),          r.get<int>(i, 4),         r.get<int>(i, 5)};
       out.push_back(lease(std::make_shared<detail::lease_state>(
-          s_->db, std::move(j), std::string(o.worker_id), o.lease, o.heartbeat_interval)));
+          s_->db, std::move(j), r.get<std::int64_t>(i, 6), std::string(o.worker_id), o.lease,
+          o.heartbeat_interval, home)));
     }
     return out;
   }
@@ -175,24 +205,26 @@ class queue {
     std::vector<lease> leases;  // jobs claimed
   };
 
-  // The worker's busy path: acks finished jobs (`ids` with their `attempts`) and claims up to
-  // `max` in one statement, so one transaction and one commit serve both. The row with a NULL
-  // id carries the ack count; the others are the claimed jobs.
+  // The worker's busy path: acks finished jobs (`ids` with their lease `tokens`) and claims up
+  // to `max` in one statement, so one transaction and one commit serve both. The row with a
+  // NULL id carries the ack count; the others are the claimed jobs. Not cancellable: the
+  // worker runs it shielded.
   asio::awaitable<acked_and_claimed> ack_and_try_claim(std::vector<std::int64_t> ids,
-                                                       std::vector<int> attempts, int max) {
+                                                       std::vector<std::int64_t> tokens, int max) {
+    auto home = co_await asio::this_coro::executor;
     const auto& o = s_->options;
     auto r = co_await s_->db.query_prepared(
         "SELECT NULL::bigint, NULL::text, NULL::text, NULL::int, NULL::int, "
-        "cardinality(pgqueue.ack_batch($5::bigint[], $2, $6::int[])) "
+        "cardinality(pgqueue.ack_batch($5::bigint[], $2, $6::bigint[])), NULL::bigint "
         "UNION ALL "
-        "SELECT id, queue, payload::text, priority, attempts, max_attempts "
+        "SELECT id, queue, payload::text, priority, attempts, max_attempts, lease_token "
         "FROM pgqueue.claim_batch($1, $2, $3, $4::interval)",
-        {s_->name, o.worker_id, max, detail::lease_state::interval(o.lease), ids, attempts});
+        {s_->name, o.worker_id, max, detail::lease_state::interval(o.lease), ids, tokens});
     acked_and_claimed out;
     for (int i = 0; i < r.rows(); ++i) {
       if (r.is_null(i, 0)) out.acked = r.get<int>(i, 5);
     }
-    out.leases = leases_from(r);
+    out.leases = leases_from(r, home);
     co_return out;
   }
 
@@ -202,10 +234,10 @@ class queue {
                                                   enqueue_options opts) {
     opts.idempotency_key.reset();  // use the owned copy: the caller's text may be gone by now
     auto gate = try_carry(*s, opts);
-    pg::params p{s->name, payload, key, opts.priority, epoch(opts.run_after),
+    pg::params p{s->name,           payload,        key, opts.priority, epoch(opts.run_after),
                  opts.max_attempts, gate != nullptr};
     auto r = co_await insert_and_wake(
-        s, std::move(gate), due_now(opts.run_after),
+        s, std::move(gate), true,
         "SELECT pgqueue.enqueue($1, $2::jsonb, $3, $4, coalesce(to_timestamp($5::float8), "
         "now()), $6, $7)",
         std::move(p));
@@ -230,7 +262,7 @@ class queue {
     auto gate = payloads.empty() ? nullptr : try_carry(*s, opts);
     p.add(opts.priority).add(epoch(opts.run_after)).add(opts.max_attempts).add(gate != nullptr);
     auto r = co_await insert_and_wake(
-        s, std::move(gate), !payloads.empty() && due_now(opts.run_after),
+        s, std::move(gate), !payloads.empty(),
         "SELECT unnest(pgqueue.enqueue_batch($1, $2::jsonb[], $3::text[], $4, "
         "coalesce(to_timestamp($5::float8), now()), $6, $7))",
         std::move(p));
@@ -241,28 +273,31 @@ class queue {
   }
 
   // Runs an enqueue statement. With `gate` it carries the queue's wake-up (its $7 is true) and
-  // reports to the gate when answered; else jobs `due` are announced after it committed.
+  // reports to the gate when answered; else jobs added (`any`) are announced after it
+  // committed. Once sent it is completed even if the caller is cancelled meanwhile (the job
+  // may be committed), and announced in the background then.
   static asio::awaitable<pg::result> insert_and_wake(std::shared_ptr<detail::queue_state> s,
                                                      std::shared_ptr<detail::wake_gate> gate,
-                                                     bool due, const char* sql, pg::params p) {
+                                                     bool any, const char* sql, pg::params p) {
     std::optional<pg::result> r;
     try {
-      r.emplace(co_await s->db.query_prepared(sql, std::move(p)));
+      auto insert = s->db.query_prepared(sql, std::move(p));
+      r.emplace(co_await detail::shielded(std::move(insert)));
     } catch (...) {
       if (gate) carried(s, gate, false);
       throw;
     }
     if (gate) {
       carried(s, gate, true);
-    } else if (due) {
-      co_await wake(s);
+    } else if (any) {
+      const auto state = co_await asio::this_coro::cancellation_state;
+      if (state.cancelled() != asio::cancellation_type::none) {
+        asio::co_spawn(s->db.get_executor(), wake(s), asio::detached);
+      } else {
+        co_await wake(s);
+      }
     }
     co_return std::move(*r);
-  }
-
-  // Jobs due later wake nobody now: a waiting claim() wakes itself when they fall due.
-  static bool due_now(std::optional<std::chrono::system_clock::time_point> run_after) {
-    return !run_after || *run_after <= std::chrono::system_clock::now();
   }
 
   static std::optional<double> epoch(std::optional<std::chrono::system_clock::time_point> t) {
@@ -280,31 +315,30 @@ class queue {
     co_return s_->channel;
   }
 
-  // How long an idle claim sleeps: the poll interval, or less when a job falls due sooner.
-  asio::awaitable<std::chrono::milliseconds> idle_wait() {
+  // What an idle claim waits for after finding nothing (pgqueue.wait_hint): whether a due job
+  // is there that it could not claim, and in how many ms the next scheduled job falls due.
+  asio::awaitable<detail::wait_hint> wait_hint() {
     auto r = co_await s_->db.query_prepared(
-        "SELECT ceil(extract(epoch FROM pgqueue.next_run_after($1) - clock_timestamp()) * 1000)",
+        "SELECT due_now, ceil(extract(epoch FROM next_due - clock_timestamp()) * 1000) "
+        "FROM pgqueue.wait_hint($1)",
         {s_->name});
-    auto wait = s_->options.poll_interval;
-    if (auto ms = r.get<std::optional<double>>(0, 0)) {
-      wait = std::min(wait, std::chrono::milliseconds(std::max<std::int64_t>(
-                                static_cast<std::int64_t>(*ms), 1)));
+    detail::wait_hint hint;
+    hint.due_now = r.get<bool>(0, 0);
+    if (auto ms = r.get<std::optional<double>>(0, 1)) {
+      hint.next_due = std::chrono::milliseconds(static_cast<std::int64_t>(*ms));
     }
-    co_return wait;
+    co_return hint;
   }
 
   static detail::wake_gate::clock::duration wake_gap(const detail::queue_state& s) {
-    return std::chrono::duration_cast<detail::wake_gate::clock::duration>(
-        s.options.wake_interval);
+    return std::chrono::duration_cast<detail::wake_gate::clock::duration>(s.options.wake_interval);
   }
 
   // The gate when this enqueue is to carry the queue's wake-up in its own transaction (see
-  // wake_gate), else null. Only jobs due by the server's clock (no run_after given) carry, so
-  // the insert trigger's NOTIFY is sure to fire; a handle's first enqueue never carries, as
-  // its gate is not known yet.
+  // wake_gate), else null. The insert trigger notifies for every ready job, scheduled or not;
+  // a handle's first enqueue never carries, as its gate is not known yet.
   static std::shared_ptr<detail::wake_gate> try_carry(const detail::queue_state& s,
-                                                      const enqueue_options& opts) {
-    if (opts.run_after) return nullptr;
+                                                      const enqueue_options&) {
     auto gate = s.wake.load();
     return gate && gate->try_carry(wake_gap(s)) ? gate : nullptr;
   }

@@ -71,7 +71,7 @@ class worker {
   /// Claims and handles jobs until stop(); then lets running handlers finish (up to
   /// stop_timeout), cancels and releases the rest, waits for pending acks and returns. While
   /// the connection reconnects after a drop it keeps going: claims are sent again, acks whose
-  /// outcome was lost are repeated (fenced by attempt) and counted by what the server shows.
+  /// outcome was lost are repeated (fenced by lease token) and counted by what the server shows.
   /// Throws when its own claim fails otherwise (e.g. the connection is closed for good, or
   /// `reconnect` is off), after the same shutdown.
   asio::awaitable<void> run() {
@@ -228,18 +228,18 @@ class worker {
     flush_acks();
   }
 
-  // The finished jobs waiting for an ack, taken out with their ids and attempts (the fence).
+  // The finished jobs waiting for an ack, taken out with their ids and lease tokens (the fence).
   struct pending_acks {
     std::vector<std::shared_ptr<detail::lease_state>> batch;
     std::vector<std::int64_t> ids;
-    std::vector<int> attempts;
+    std::vector<std::int64_t> tokens;
   };
   pending_acks take_acks() {
     pending_acks p{std::move(to_ack_), {}, {}};
     to_ack_.clear();
     auto f = detail::lease_state::fence_of(p.batch);
     p.ids = std::move(f.ids);
-    p.attempts = std::move(f.attempts);
+    p.tokens = std::move(f.tokens);
     return p;
   }
 
@@ -249,14 +249,14 @@ class worker {
     auto acks = take_acks();
     auto& batch = acks.batch;
     auto& ids = acks.ids;
-    auto& attempts = acks.attempts;
+    auto& tokens = acks.tokens;
     const auto sent = static_cast<std::int64_t>(ids.size());
     const bool repeated = std::exchange(acks_repeated_, false);
     try {
-      auto r = co_await q_.ack_and_try_claim(ids, attempts, want);
+      auto r = co_await q_.ack_and_try_claim(ids, tokens, want);
       std::int64_t acked = r.acked;
       if (repeated && acked < sent) {
-        acked = co_await count_acked(std::move(ids), std::move(attempts));
+        acked = co_await count_acked(std::move(ids), std::move(tokens));
       }
       stats_.acked += acked;
       stats_.lost += sent - acked;
@@ -277,12 +277,12 @@ class worker {
   }
 
   // Acks whose outcome a dropped connection left unknown go out again with the next ones
-  // (fenced by worker id and attempt, so a repeat cannot touch a later attempt), while their
+  // (fenced by worker id and lease token, so a repeat cannot touch a later claim), while their
   // leases may still be valid; the others count as lost (they expire and run again).
   void retry_acks(std::vector<std::shared_ptr<detail::lease_state>>& batch) {
     const auto now = clock::now();
     for (auto& s : batch) {
-      if (s->expires > now) {
+      if (s->expires.load() > now) {
         to_ack_.insert(to_ack_.begin(), std::move(s));
       } else {
         ++stats_.lost;
@@ -294,9 +294,9 @@ class worker {
   // After a repeated ack: how many of these jobs this worker has acked, whichever try did it
   // (one round trip, only after a connection fault).
   asio::awaitable<std::int64_t> count_acked(std::vector<std::int64_t> ids,
-                                            std::vector<int> attempts) {
+                                            std::vector<std::int64_t> tokens) {
     try {
-      pg::params p{ids, q_.options().worker_id, attempts};
+      pg::params p{ids, q_.options().worker_id, tokens};
       auto r = co_await q_.db().query(detail::lease_state::count_acked_sql, std::move(p));
       co_return r.get<std::int64_t>(0, 0);
     } catch (const std::exception&) {
@@ -365,17 +365,17 @@ class worker {
       auto acks = take_acks();
       auto& batch = acks.batch;
       auto& ids = acks.ids;
-      auto& attempts = acks.attempts;
+      auto& tokens = acks.tokens;
       const bool repeated = std::exchange(acks_repeated_, false);
       bool dropped = false;
       try {
-        pg::params p{ids, q_.options().worker_id, attempts};
+        pg::params p{ids, q_.options().worker_id, tokens};
         auto r = co_await q_.db().query_prepared(
-            "SELECT cardinality(pgqueue.ack_batch($1::bigint[], $2, $3::int[]))", std::move(p));
+            "SELECT cardinality(pgqueue.ack_batch($1::bigint[], $2, $3::bigint[]))", std::move(p));
         auto acked = r.get<std::int64_t>(0, 0);
         const auto sent = static_cast<std::int64_t>(ids.size());
         if (repeated && acked < sent) {
-          acked = co_await count_acked(std::move(ids), std::move(attempts));
+          acked = co_await count_acked(std::move(ids), std::move(tokens));
         }
         stats_.acked += acked;
         stats_.lost += sent - acked;

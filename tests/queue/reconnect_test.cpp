@@ -105,7 +105,7 @@ TEST_CASE("an idle claim catches up after a reconnect: notifications meanwhile a
     const std::string pid = std::to_string(db.backend_pid());
     CHECK(co_await eventually([&] {
       return admin.integer("SELECT count(*) FROM pg_stat_activity WHERE pid = $1 AND "
-                           "state = 'idle' AND query LIKE '%next_run_after%'",
+                           "state = 'idle' AND query LIKE '%wait_hint%'",
                            {pid}) == 1;
     }));
     const auto id = enqueue_silently(admin, "q");  // no NOTIFY: like one lost while down

@@ -49,7 +49,7 @@ TEST_CASE("bad input is refused with the right SQLSTATE and changes nothing", "[
       {"SELECT pgqueue.ack(NULL, 'w')", "22004", "job_id must not be NULL"},
       {"SELECT pgqueue.ack(" + id + ", NULL)", "22004", "worker_id must not be NULL"},
       {"SELECT pgqueue.ack_batch(ARRAY[" + id + "], 'w', ARRAY[1, 2])", "22023",
-       "2 attempts for 1 job ids"},
+       "2 lease tokens for 1 job ids"},
       {"SELECT pgqueue.nack(" + id + ", 'w', 'e', '-5 s')", "22023", "requeue_after"},
       {"SELECT pgqueue.gc('1 day', '1 day', 0)", "22023", "batch_size"},
       {"SELECT pgqueue.gc(NULL)", "22004", "retain_done must not be NULL"},

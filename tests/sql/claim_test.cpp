@@ -19,7 +19,8 @@ TEST_CASE("claims go by priority, then by how long a job has been due, then by i
   auto low = enqueue(s, "q", "{}", std::nullopt, 0);
   auto high = enqueue(s, "q", "{}", std::nullopt, 9);
   auto low2 = enqueue(s, "q", "{}", std::nullopt, 0);
-  auto overdue = s.integer("SELECT pgqueue.enqueue('q', '{}', NULL, 0, now() - interval '1 minute')");
+  auto overdue =
+      s.integer("SELECT pgqueue.enqueue('q', '{}', NULL, 0, now() - interval '1 minute')");
   std::vector<std::int64_t> order;
   while (true) {
     auto got = claim(s, "q", "w");

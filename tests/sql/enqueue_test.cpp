@@ -57,8 +57,9 @@ TEST_CASE("concurrent enqueues with one key both return the same id", "[enqueue]
   });
   // The second call is blocked on the first's key until the first commits.
   for (int i = 0; i < 500; ++i) {
-    if (first.integer("SELECT count(*) FROM pg_stat_activity WHERE pid = $1 AND wait_event_type = 'Lock'",
-                      {std::to_string(second.backend_pid())}) == 1)
+    if (first.integer(
+            "SELECT count(*) FROM pg_stat_activity WHERE pid = $1 AND wait_event_type = 'Lock'",
+            {std::to_string(second.backend_pid())}) == 1)
       break;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
@@ -73,11 +74,13 @@ TEST_CASE("enqueue_batch returns ids in input order and dedupes keys", "[enqueue
   session s(db.dsn());
   auto existing = enqueue(s, "mail", "{}", "old");
   auto ids = *s.scalar(
-      "SELECT pgqueue.enqueue_batch('mail', ARRAY['{\"i\":0}','{\"i\":1}','{\"i\":2}','{\"i\":3}']::jsonb[], "
+      "SELECT pgqueue.enqueue_batch('mail', "
+      "ARRAY['{\"i\":0}','{\"i\":1}','{\"i\":2}','{\"i\":3}']::jsonb[], "
       "ARRAY[NULL, 'old', 'x', 'x'])");
-  auto rows = s.query("SELECT u, (SELECT payload->>'i' FROM pgqueue.jobs WHERE id = u) "
-                      "FROM unnest($1::bigint[]) WITH ORDINALITY AS t(u, o) ORDER BY o",
-                      {ids});
+  auto rows = s.query(
+      "SELECT u, (SELECT payload->>'i' FROM pgqueue.jobs WHERE id = u) "
+      "FROM unnest($1::bigint[]) WITH ORDINALITY AS t(u, o) ORDER BY o",
+      {ids});
   REQUIRE(rows.size() == 4);
   CHECK(*rows[0][1] == "0");
   CHECK(std::stoll(*rows[1][0]) == existing);

@@ -73,4 +73,26 @@ TEST_CASE("the janitor respects its grace period", "[janitor]") {
   CHECK(s.integer("SELECT pgqueue.janitor_reset_stale_claims('0 seconds')") == 1);
 }
 
+TEST_CASE("claims take back expired leases with no janitor running, at most once per interval",
+          "[janitor][maintenance]") {
+  scratch_database db;
+  session s(db.dsn());
+  enqueue(s, "q");
+  auto id = claim_expired(s, "q");  // its claim ran the maintenance that was due
+  // Only claims from now on: nobody calls janitor_reset_stale_claims.
+  CHECK(claim(s, "other", "w").empty());  // not due again yet: the lease stays expired
+  CHECK(read_job(s, id).state == "claimed");
+  s.query("UPDATE pgqueue.maintenance SET janitor_due_at = now()");
+  CHECK(claim(s, "other", "w").empty());  // a claim of any queue does it
+  auto j = read_job(s, id);
+  CHECK(j.state == "ready");
+  CHECK_THAT(*j.last_error, Catch::StartsWith("lease expired on attempt 1 of 5"));
+  CHECK(s.integer("SELECT count(*) FROM pgqueue.maintenance "
+                  "WHERE janitor_due_at > now() AND janitor_due_at <= now() + janitor_every") == 1);
+  auto again = claim(s, "q", "w2");
+  REQUIRE(again.size() == 1);
+  CHECK(again[0].id == id);
+  CHECK(again[0].attempts == 2);
+}
+
 }  // namespace sql_janitor_test

@@ -1,4 +1,4 @@
-// heartbeat, ack, nack, release: fenced to the current holder of the current attempt.
+// heartbeat, ack, nack, release: fenced to the current holder of the current claim (lease token).
 #include <catch2/catch.hpp>
 
 #include "support/database.hpp"
@@ -10,7 +10,9 @@ namespace sql_lease_test {
 using namespace pgq_test;
 
 namespace {
-std::string s_(std::int64_t v) { return std::to_string(v); }
+std::string s_(std::int64_t v) {
+  return std::to_string(v);
+}
 }  // namespace
 
 TEST_CASE("only the holder may heartbeat, ack or nack", "[lease]") {
@@ -24,7 +26,7 @@ TEST_CASE("only the holder may heartbeat, ack or nack", "[lease]") {
   CHECK(*s.scalar("SELECT pgqueue.ack($1, 'intruder')", {s_(id)}) == "f");
   CHECK(*s.scalar("SELECT pgqueue.nack($1, 'intruder', 'x')", {s_(id)}) == "lost");
   CHECK(*s.scalar("SELECT pgqueue.release($1, 'intruder')", {s_(id)}) == "f");
-  CHECK(*s.scalar("SELECT pgqueue.ack($1, 'owner', 2)", {s_(id)}) == "f");  // wrong attempt
+  CHECK(*s.scalar("SELECT pgqueue.ack($1, 'owner', 2)", {s_(id)}) == "f");  // wrong token
   CHECK(jobs_digest(s) == before);
   CHECK(*s.scalar("SELECT pgqueue.ack($1, 'owner', 1)", {s_(id)}) == "t");
   CHECK(read_job(s, id).state == "done");
@@ -49,6 +51,67 @@ TEST_CASE("a stale attempt cannot touch the same worker's new attempt", "[lease]
   CHECK(*s.scalar("SELECT pgqueue.ack($1, 'w', 2)", {s_(id)}) == "t");
 }
 
+TEST_CASE("the lease token only grows: after a release or retry_dead an old token is refused",
+          "[lease]") {
+  scratch_database db;
+  session s(db.dsn());
+  auto id = s.integer("SELECT pgqueue.enqueue('q', '{}', NULL, 0, now(), 1)");
+  auto first = claim(s, "q", "w");
+  REQUIRE(first.size() == 1);
+  CHECK(first[0].attempts == 1);
+  // release gives the attempt back, so the same worker's next claim has attempts 1 again:
+  // version 2 fenced with the attempt, and the first claim's ack could act on this claim.
+  CHECK(*s.scalar("SELECT pgqueue.release($1, 'w', $2)", {s_(id), s_(first[0].lease_token)}) ==
+        "t");
+  auto second = claim(s, "q", "w");
+  REQUIRE(second.size() == 1);
+  CHECK(second[0].attempts == 1);
+  CHECK(second[0].lease_token > first[0].lease_token);
+  auto before = jobs_digest(s);
+  const auto old = s_(first[0].lease_token);
+  CHECK(*s.scalar("SELECT pgqueue.heartbeat($1, 'w', '1 minute', $2)", {s_(id), old}) == "f");
+  CHECK(*s.scalar("SELECT pgqueue.ack($1, 'w', $2)", {s_(id), old}) == "f");
+  CHECK(*s.scalar("SELECT pgqueue.nack($1, 'w', 'old', NULL, $2)", {s_(id), old}) == "lost");
+  CHECK(*s.scalar("SELECT pgqueue.release($1, 'w', $2)", {s_(id), old}) == "f");
+  CHECK(
+      s.integer("SELECT cardinality(pgqueue.ack_batch(ARRAY[$1::bigint], 'w', ARRAY[$2::bigint]))",
+                {s_(id), old}) == 0);
+  CHECK(jobs_digest(s) == before);
+  // retry_dead resets attempts to 0; the token still grows.
+  CHECK(*s.scalar("SELECT pgqueue.nack($1, 'w', 'boom', NULL, $2)",
+                  {s_(id), s_(second[0].lease_token)}) == "dead");
+  CHECK(s.integer("SELECT pgqueue.retry_dead('q')") == 1);
+  auto third = claim(s, "q", "w");
+  REQUIRE(third.size() == 1);
+  CHECK(third[0].attempts == 1);
+  CHECK(third[0].lease_token > second[0].lease_token);
+  CHECK(*s.scalar("SELECT pgqueue.ack($1, 'w', $2)", {s_(id), s_(second[0].lease_token)}) == "f");
+  CHECK(*s.scalar("SELECT pgqueue.ack($1, 'w', $2)", {s_(id), s_(third[0].lease_token)}) == "t");
+}
+
+TEST_CASE("lease_outcome and count_acked tell what became of one claim", "[lease]") {
+  scratch_database db;
+  session s(db.dsn());
+  auto a = enqueue(s, "q");
+  auto b = enqueue(s, "q");
+  auto c = claim(s, "q", "w", 2);
+  REQUIRE(c.size() == 2);
+  const auto ta = s_(c[0].lease_token), tb = s_(c[1].lease_token);
+  CHECK(*s.scalar("SELECT pgqueue.lease_outcome($1, 'w', $2)", {s_(a), ta}) == "claimed");
+  CHECK(*s.scalar("SELECT pgqueue.lease_outcome($1, 'other', $2)", {s_(a), ta}) == "lost");
+  s.query("SELECT pgqueue.ack($1, 'w', $2)", {s_(a), ta});
+  s.query("SELECT pgqueue.release($1, 'w', $2)", {s_(b), tb});
+  CHECK(*s.scalar("SELECT pgqueue.lease_outcome($1, 'w', $2)", {s_(a), ta}) == "done");
+  CHECK(*s.scalar("SELECT pgqueue.lease_outcome($1, 'w', $2)", {s_(b), tb}) == "ready");
+  CHECK(
+      s.integer("SELECT pgqueue.count_acked(ARRAY[$1, $2]::bigint[], 'w', ARRAY[$3, $4]::bigint[])",
+                {s_(a), s_(b), ta, tb}) == 1);
+  CHECK(s.integer("SELECT pgqueue.count_acked(ARRAY[$1]::bigint[], 'other', ARRAY[$2]::bigint[])",
+                  {s_(a), ta}) == 0);
+  claim(s, "q", "w");  // b again: a later claim
+  CHECK(*s.scalar("SELECT pgqueue.lease_outcome($1, 'w', $2)", {s_(b), tb}) == "lost");
+}
+
 TEST_CASE("a heartbeat extends the lease as a HOT update", "[lease]") {
   scratch_database db;
   session s(db.dsn());
@@ -61,7 +124,8 @@ TEST_CASE("a heartbeat extends the lease as a HOT update", "[lease]") {
                   "WHERE relid = 'pgqueue.jobs'::regclass") == 1);
   s.query("COMMIT");
   CHECK(*s.scalar("SELECT lease_until > now() + interval '59 minutes' FROM pgqueue.jobs "
-                  "WHERE id = $1", {s_(id)}) == "t");
+                  "WHERE id = $1",
+                  {s_(id)}) == "t");
 }
 
 TEST_CASE("nack retries with capped exponential back-off and jitter", "[lease][retry]") {
@@ -75,8 +139,8 @@ TEST_CASE("nack retries with capped exponential back-off and jitter", "[lease][r
     s.query("UPDATE pgqueue.jobs SET run_after = now() WHERE id = $1", {s_(id)});
     auto c = claim(s, "q", "w");
     REQUIRE(c.size() == 1);
-    CHECK(*s.scalar("SELECT pgqueue.nack($1, 'w', 'fail', NULL, $2)",
-                    {s_(id), s_(attempt)}) == "requeued");
+    CHECK(*s.scalar("SELECT pgqueue.nack($1, 'w', 'fail', NULL, $2)", {s_(id), s_(attempt)}) ==
+          "requeued");
     auto j = read_job(s, id);
     CHECK(j.state == "ready");
     CHECK(*j.last_error == "fail");

@@ -1,9 +1,13 @@
 // gc, cancel, retry_dead and the depth view.
 #include <catch2/catch.hpp>
 
+#include <atomic>
+#include <thread>
+
 #include "support/database.hpp"
 #include "support/session.hpp"
 #include "support/sql_api.hpp"
+#include "support/wait.hpp"
 
 namespace sql_maintenance_test {
 
@@ -14,9 +18,10 @@ namespace {
 void done_jobs(session& s, const std::string& queue, int n, const std::string& age) {
   s.query("SELECT pgqueue.enqueue_batch($1, array_agg('{}'::jsonb)) FROM generate_series(1, $2)",
           {queue, std::to_string(n)});
-  s.query("SELECT pgqueue.ack_batch(array_agg(id), 'w', array_agg(attempts)) "
-          "FROM pgqueue.claim_batch($1, 'w', $2)",
-          {queue, std::to_string(n)});
+  s.query(
+      "SELECT pgqueue.ack_batch(array_agg(id), 'w', array_agg(lease_token)) "
+      "FROM pgqueue.claim_batch($1, 'w', $2)",
+      {queue, std::to_string(n)});
   s.query("UPDATE pgqueue.jobs SET finished_at = now() - $2::interval WHERE queue = $1",
           {queue, age});
 }
@@ -37,13 +42,54 @@ TEST_CASE("gc deletes in bounded batches and keeps the depth counts right", "[gc
   CHECK(count_jobs(s, "done") == 3);
 }
 
+TEST_CASE("gc folding the done counters never drops an ack committed meanwhile", "[gc]") {
+  scratch_database db;
+  session acker(db.dsn());
+  done_jobs(acker, "q", 1, "8 days");  // one done job, counted in the acker's shard
+  auto id = enqueue(acker, "q");
+  auto c = claim(acker, "q", "w");
+  REQUIRE(c.size() == 1);
+  // An ack in flight: its count_done holds the acker's shard row, uncommitted.
+  acker.query("BEGIN");
+  acker.query("SELECT pgqueue.ack($1, 'w', $2)",
+              {std::to_string(id), std::to_string(c[0].lease_token)});
+  // gc deletes the old done job: the committed shards now sum to zero, so it folds them.
+  session collector(db.dsn());
+  const int collector_pid = collector.backend_pid();
+  std::atomic<bool> finished{false};
+  std::thread gc([&] {
+    collector.query("SELECT * FROM pgqueue.gc('7 days', '30 days')");
+    finished = true;
+  });
+  session watcher(db.dsn());
+  // Either it finished (it skipped the locked shard) or it waits for the acker's lock (the
+  // flaw: it would then delete the shard the acker just updated).
+  const bool settled = wait_until(
+      [&] {
+        return finished.load() || watcher.integer(
+                                      "SELECT count(*) FROM pg_stat_activity WHERE pid = $1 "
+                                      "AND wait_event_type = 'Lock'",
+                                      {std::to_string(collector_pid)}) == 1;
+      },
+      std::chrono::seconds(10));
+  acker.query("COMMIT");
+  gc.join();
+  REQUIRE(settled);
+  CHECK(finished);
+  CHECK(count_jobs(watcher, "done") == 1);
+  CHECK(watcher.integer("SELECT count FROM pgqueue.depth WHERE queue = 'q' AND state = 'done'") ==
+        1);
+}
+
 TEST_CASE("gc_all loops until nothing is left, dead jobs by their own retention", "[gc]") {
   scratch_database db;
   session s(db.dsn());
   done_jobs(s, "q", 30, "8 days");
   auto dead = enqueue(s, "q");
-  s.query("UPDATE pgqueue.jobs SET state = 'dead', finished_at = now() - interval '10 days' "
-          "WHERE id = $1", {std::to_string(dead)});
+  s.query(
+      "UPDATE pgqueue.jobs SET state = 'dead', finished_at = now() - interval '10 days' "
+      "WHERE id = $1",
+      {std::to_string(dead)});
   s.query("CALL pgqueue.gc_all('7 days', '30 days', 7)");
   CHECK(count_jobs(s, "done") == 0);
   CHECK(count_jobs(s, "dead") == 1);
@@ -95,7 +141,8 @@ TEST_CASE("depth reports counts per state and the queue's lag", "[depth]") {
   CHECK((*rows[1][0] == "q" && *rows[1][1] == "ready" && *rows[1][2] == "2" && *rows[1][3] == "t"));
   CHECK((*rows[2][0] == "r" && *rows[2][1] == "done" && *rows[2][2] == "4"));
   // The lag is the age of the oldest due job: the claimed overdue one is gone, so under 30 s.
-  CHECK(*s.scalar("SELECT lag < interval '29 seconds' FROM pgqueue.depth WHERE state = 'ready'") == "t");
+  CHECK(*s.scalar("SELECT lag < interval '29 seconds' FROM pgqueue.depth WHERE state = 'ready'") ==
+        "t");
 }
 
 TEST_CASE("depth does not read retained completed jobs", "[depth]") {

@@ -57,13 +57,17 @@ TEST_CASE("one transaction sends at most one notification per queue", "[notify]"
   CHECK(b.drain(2000).size() == 1);
 }
 
-TEST_CASE("jobs that are not due yet wake nobody", "[notify]") {
+TEST_CASE("a job enqueued for later wakes listeners (its due time), a delayed retry does not",
+          "[notify]") {
   scratch_database db;
   listener l(db.dsn(), "q");
   session s(db.dsn());
+  // An idle claimer must learn of the earlier due time instead of sleeping through it.
   s.query("SELECT pgqueue.enqueue('q', '{}', NULL, 0, now() + interval '1 hour')");
-  auto id = enqueue(s, "q2");
-  claim(s, "q2", "w");
+  CHECK(l.drain(2000).size() == 1);
+  auto id = enqueue(s, "q");
+  claim(s, "q", "w");
+  CHECK(l.drain(2000).size() == 1);
   s.query("SELECT pgqueue.nack($1, 'w', 'later', '1 hour')", {std::to_string(id)});
   CHECK(l.drain(300).empty());
 }

@@ -213,8 +213,7 @@ TEST_CASE("a worker role runs the C++ queue end to end", "[privileges]") {
   CHECK(count_jobs(f.admin, "done", "q") == 1);
 }
 
-TEST_CASE("the library's wake-ups reach listeners when a producer role enqueues",
-          "[privileges]") {
+TEST_CASE("the library's wake-ups reach listeners when a producer role enqueues", "[privileges]") {
   roles_fixture f;
   session listener(f.worker.dsn());
   listener.query("LISTEN " + *listener.scalar("SELECT pgqueue.channel('q')"));

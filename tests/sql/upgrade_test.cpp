@@ -1,7 +1,9 @@
-// Upgrading a database that runs the seed schema (tests/fixtures/seed_schema.sql) in place.
+// Upgrading in place a database that runs the seed schema (tests/fixtures/seed_schema.sql) or
+// the first release, version 2 (tests/fixtures/pgqueue_v2.sql).
 #include <catch2/catch.hpp>
 
 #include "support/database.hpp"
+#include "support/role.hpp"
 #include "support/session.hpp"
 #include "support/sql_api.hpp"
 
@@ -11,7 +13,12 @@ using namespace pgq_test;
 
 namespace {
 
-std::string seed_file() { return PGQUEUE_SOURCE_ROOT "/tests/fixtures/seed_schema.sql"; }
+std::string seed_file() {
+  return PGQUEUE_SOURCE_ROOT "/tests/fixtures/seed_schema.sql";
+}
+std::string v2_file() {
+  return PGQUEUE_SOURCE_ROOT "/tests/fixtures/pgqueue_v2.sql";
+}
 
 // Jobs in every state the seed produces, through the seed's own functions.
 void fill_seed(session& s) {
@@ -55,10 +62,11 @@ TEST_CASE("the seed upgrades in place keeping every job", "[upgrade]") {
   s.script(read_file(schema_file()));
 
   CHECK(*s.scalar(row_text) == before);
-  CHECK(s.integer("SELECT version FROM pgqueue.schema_version") == 2);
+  CHECK(s.integer("SELECT version FROM pgqueue.schema_version") == 3);
   // The done job is counted by the new depth view.
   CHECK(s.integer("SELECT count FROM pgqueue.depth WHERE queue = 'mail' AND state = 'done'") == 1);
-  CHECK(s.integer("SELECT count FROM pgqueue.depth WHERE queue = 'mail' AND state = 'claimed'") == 1);
+  CHECK(s.integer("SELECT count FROM pgqueue.depth WHERE queue = 'mail' AND state = 'claimed'") ==
+        1);
   // The seed's indexes are replaced.
   CHECK(s.integer("SELECT count(*) FROM pg_indexes WHERE schemaname = 'pgqueue' AND indexname IN "
                   "('jobs_claim_idx', 'jobs_lease_idx', 'jobs_state_idx')") == 0);
@@ -82,9 +90,11 @@ TEST_CASE("seed-style calls keep working after the upgrade", "[upgrade]") {
   CHECK(*s.scalar("SELECT pgqueue.nack(6, 'w3', 'retry', '0 seconds')") == "requeued");
   s.query("SELECT * FROM pgqueue.claim_next('sms', 'w3')");
   CHECK(*s.scalar("SELECT pgqueue.ack(6, 'w3')") == "t");
-  CHECK(s.integer("SELECT janitor_reset_stale_claims FROM pgqueue.janitor_reset_stale_claims()") == 1);
-  // The exhausted ready job left by the seed's janitor is ended, not run a sixth time.
+  // The exhausted ready job left by the seed's janitor is ended, not run a sixth time (by the
+  // maintenance the first claim ran), so the janitor finds nothing left to do.
   CHECK(read_job(s, 5).state == "dead");
+  CHECK(s.integer("SELECT janitor_reset_stale_claims FROM pgqueue.janitor_reset_stale_claims()") ==
+        0);
   CHECK(s.query("SELECT * FROM pgqueue.gc('7 days', '30 days')").size() == 1);
 }
 
@@ -109,6 +119,87 @@ TEST_CASE("the seed's flaws are real: its enqueue breaks on a long queue name", 
   CHECK(s.error_of("SELECT pgqueue.enqueue($1, '{}')", {long_name}) == "22023");
   s.script(read_file(schema_file()));
   CHECK(s.error_of("SELECT pgqueue.enqueue($1, '{}')", {long_name}) == "");
+}
+
+namespace {
+
+// Jobs in every state version 2 produces, through its own functions (fenced by attempt):
+// ready (1), scheduled (2), claimed and held (3), done (4), dead (5), cancelled (6), released
+// with its attempt given back (7), retried after dead (8).
+void fill_v2(session& s) {
+  for (const char* sql : {
+           "SELECT pgqueue.enqueue('q', '{\"n\":1}')",
+           "SELECT pgqueue.enqueue('q', '{\"n\":2}', NULL, 0, now() + interval '1 hour')",
+           "SELECT pgqueue.enqueue('q', '{\"n\":3}', 'k3', 9)",
+           "SELECT pgqueue.enqueue('q', '{\"n\":4}', NULL, 8)",
+           "SELECT pgqueue.enqueue('q', '{\"n\":5}', NULL, 7, now(), 1)",
+           "SELECT pgqueue.enqueue('q', '{\"n\":6}')",
+           "SELECT pgqueue.enqueue('r', '{\"n\":7}')",
+           "SELECT pgqueue.enqueue('d', '{\"n\":8}', NULL, 0, now(), 1)",
+           "SELECT * FROM pgqueue.claim_batch('q', 'w', 3)",  // 3, 4, 5 by priority
+           "SELECT pgqueue.ack(4, 'w', 1)",
+           "SELECT pgqueue.nack(5, 'w', 'boom', NULL, 1)",
+           "SELECT pgqueue.cancel(6)",
+           "SELECT * FROM pgqueue.claim_batch('r', 'w')",
+           "SELECT pgqueue.release(7, 'w', 1)",
+           "SELECT * FROM pgqueue.claim_batch('d', 'w')",
+           "SELECT pgqueue.nack(8, 'w', 'boom', NULL, 1)",
+           "SELECT pgqueue.retry_dead('d')",
+       }) {
+    s.query(sql);
+  }
+  REQUIRE(read_job(s, 3).state == "claimed");
+  REQUIRE(read_job(s, 5).state == "dead");
+  REQUIRE(read_job(s, 7).attempts == 0);
+}
+
+}  // namespace
+
+TEST_CASE("version 2 upgrades in place keeping every job, its holders and its grants",
+          "[upgrade]") {
+  scratch_database db(false);
+  session s(db.dsn());
+  s.script(read_file(v2_file()));
+  scoped_role worker(db.dsn(), "upgrade_worker");
+  scoped_role producer(db.dsn(), "upgrade_producer");
+  s.query("SELECT pgqueue.grant_worker($1::regrole), pgqueue.grant_producer($2::regrole)",
+          {worker.name(), producer.name()});
+  fill_v2(s);
+  const auto before = *s.scalar(row_text);
+  const auto done =
+      s.integer("SELECT count FROM pgqueue.depth WHERE queue = 'q' AND state = 'done'");
+
+  s.script(read_file(schema_file()));
+
+  CHECK(*s.scalar(row_text) == before);
+  CHECK(s.integer("SELECT version FROM pgqueue.schema_version") == 3);
+  CHECK(s.integer("SELECT count FROM pgqueue.depth WHERE queue = 'q' AND state = 'done'") == done);
+  // The job a version-2 client holds stays its own: its attempt is the token it fences with.
+  CHECK(*s.scalar("SELECT pgqueue.heartbeat(3, 'w', '1 minute', 1)") == "t");
+  // Grants survive the functions that were dropped and created again, and the worker role
+  // gets the functions this version added to its set.
+  session w(worker.dsn());
+  auto c = w.query("SELECT id, attempts, lease_token FROM pgqueue.claim_batch('q', 'w2')");
+  REQUIRE(c.size() == 1);
+  CHECK(*c[0][0] == "1");
+  CHECK(w.integer("SELECT pgqueue.count_acked(ARRAY[1]::bigint[], 'w2', ARRAY[$1]::bigint[])",
+                  {*c[0][2]}) == 0);
+  CHECK(*w.scalar("SELECT pgqueue.lease_outcome(1, 'w2', $1)", {*c[0][2]}) == "claimed");
+  CHECK(*w.scalar("SELECT pgqueue.ack(1, 'w2', $1)", {*c[0][2]}) == "t");
+  CHECK(w.error_of("SELECT count(*) FROM pgqueue.jobs") == "42501");
+  session p(producer.dsn());
+  CHECK(p.error_of("SELECT pgqueue.enqueue('q', '{}')") == "");
+  CHECK(p.error_of("SELECT * FROM pgqueue.claim_batch('q', 'p')") == "42501");
+  // The released and the retried jobs take tokens above any attempt number used before.
+  auto r = w.query("SELECT id, attempts, lease_token FROM pgqueue.claim_batch('r', 'w')");
+  REQUIRE(r.size() == 1);
+  CHECK(*r[0][1] == "1");
+  CHECK(*s.scalar("SELECT pgqueue.ack(7, 'w', 1)") == "f");  // version 2's stale fence
+  CHECK(*s.scalar("SELECT pgqueue.ack(7, 'w', $1)", {*r[0][2]}) == "t");
+  // Running the file again changes nothing.
+  const auto after = *s.scalar(row_text);
+  s.script(read_file(schema_file()));
+  CHECK(*s.scalar(row_text) == after);
 }
 
 }  // namespace sql_upgrade_test

@@ -11,10 +11,11 @@ std::int64_t enqueue(session& s, const std::string& queue, const std::string& pa
 std::vector<claimed> claim(session& s, const std::string& queue, const std::string& worker,
                            int limit, const std::string& lease) {
   std::vector<claimed> out;
-  for (auto& r : s.query("SELECT id, queue, payload::text, priority, attempts "
+  for (auto& r : s.query("SELECT id, queue, payload::text, priority, attempts, lease_token "
                          "FROM pgqueue.claim_batch($1, $2, $3, $4::interval)",
                          {queue, worker, std::to_string(limit), lease})) {
-    out.push_back({std::stoll(*r[0]), *r[1], *r[2], std::stoi(*r[3]), std::stoi(*r[4])});
+    out.push_back(
+        {std::stoll(*r[0]), *r[1], *r[2], std::stoi(*r[3]), std::stoi(*r[4]), std::stoll(*r[5])});
   }
   return out;
 }

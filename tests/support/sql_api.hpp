@@ -17,6 +17,7 @@ struct claimed {
   std::string payload;
   int priority;
   int attempts;
+  std::int64_t lease_token;  // what fences heartbeat/ack/nack/release on this claim
 };
 
 std::int64_t enqueue(session& s, const std::string& queue, const std::string& payload = "{}",

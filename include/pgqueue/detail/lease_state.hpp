@@ -11,6 +11,7 @@
 #include <variant>
 #include <vector>
 
+#include <asio/any_io_executor.hpp>
 #include <asio/cancellation_signal.hpp>
 #include <asio/co_spawn.hpp>
 #include <asio/detached.hpp>
@@ -27,56 +28,65 @@
 namespace pgqueue::detail {
 
 // Owned jointly by the `lease` handle and its heartbeat coroutine, so the loop can outlive a
-// moved-from or destroyed handle for as long as it takes to notice. The timer and the lost
-// signal live on the connection's strand.
+// moved-from or destroyed handle for as long as it takes to notice. The heartbeat timer lives
+// on the connection's strand; the lost signal on `home`, the executor of the coroutine that
+// claimed the job, where the job's handler attaches to it (a signal and its slots must be used
+// from one thread at a time).
 struct lease_state : std::enable_shared_from_this<lease_state> {
-  lease_state(database d, job j, std::string worker, std::chrono::milliseconds lease_for,
-              std::chrono::milliseconds heartbeat_every)
+  lease_state(database d, job j, std::int64_t lease_token, std::string worker,
+              std::chrono::milliseconds lease_for, std::chrono::milliseconds heartbeat_every,
+              asio::any_io_executor home)
       : db(std::move(d)),
         the_job(std::move(j)),
+        token(lease_token),
         worker_id(std::move(worker)),
         lease_for(lease_for),
         heartbeat_every(heartbeat_every),
+        home(std::move(home)),
         timer(db.get_executor()),
         expires(std::chrono::steady_clock::now() + lease_for) {}
 
   database db;
   job the_job;
+  std::int64_t token;  // the claim's lease_token: fences every operation on the job
   std::string worker_id;
   std::chrono::milliseconds lease_for;
   std::chrono::milliseconds heartbeat_every;
+  asio::any_io_executor home;
   asio::steady_timer timer;
-  asio::cancellation_signal lost_signal;
-  std::atomic<bool> finished{false};  // acked, nacked, released or abandoned
-  std::atomic<bool> lost{false};      // the server refused a heartbeat, or the lease ran out
-  std::chrono::steady_clock::time_point expires;  // our estimate of lease_until
+  asio::cancellation_signal lost_signal;  // touched on `home` only
+  std::atomic<bool> finished{false};      // acked, nacked, released or abandoned
+  std::atomic<bool> lost{false};          // the server refused a heartbeat, or the lease ran out
+  // Our estimate of lease_until: written by the heartbeat (connection strand), read by final
+  // operations and the worker (their own executors).
+  std::atomic<std::chrono::steady_clock::time_point> expires;
 
   static std::string interval(std::chrono::milliseconds d) {
     return std::to_string(d.count()) + " milliseconds";
   }
 
-  /// What fences a final operation on some leases: their job ids and attempts, in order.
+  /// What fences a final operation on some leases: their job ids and lease tokens, in order.
   struct fence {
     std::vector<std::int64_t> ids;
-    std::vector<int> attempts;
+    std::vector<std::int64_t> tokens;
   };
 
   static fence fence_of(const std::vector<std::shared_ptr<lease_state>>& states) {
     fence f;
     f.ids.reserve(states.size());
-    f.attempts.reserve(states.size());
+    f.tokens.reserve(states.size());
     for (const auto& s : states) {
       f.ids.push_back(s->the_job.id);
-      f.attempts.push_back(s->the_job.attempts);
+      f.tokens.push_back(s->token);
     }
     return f;
   }
 
-  /// Counts the jobs of ($1 ids, $3 attempts) that are done by worker $2 at those attempts:
-  /// what an ack repeated across a reconnect achieved, whichever try did it.
+  /// Counts the jobs of ($1 ids, $3 lease tokens) that worker $2 acked under those claims:
+  /// what an ack repeated across a reconnect achieved, whichever try did it. Through a
+  /// function, so the least-privilege worker role (no access to the table) may ask.
   static constexpr std::string_view count_acked_sql =
-      "SELECT count(*) FROM pgqueue.jobs j JOIN unnest($1::bigint[], $3::int[]) u(id, attempt) "
-      "ON j.id = u.id WHERE j.state = 'done' AND j.claimed_by = $2 AND j.attempts = u.attempt";
+      "SELECT pgqueue.count_acked($1::bigint[], $2, $3::bigint[])";
 
   /// A failure of the connection rather than of the statement: the request may be sent again
   /// once the connection has a new session.
@@ -92,8 +102,8 @@ struct lease_state : std::enable_shared_from_this<lease_state> {
 
   /// Runs a final operation (ack, nack, release) on the job, sending it again after a connection
   /// fault while the connection reconnects and the lease may still be valid (at least three
-  /// tries). The operations are fenced by worker id and attempt, so a repeat cannot touch a
-  /// later attempt; `*repeated` tells the caller that an earlier try's outcome is unknown (it
+  /// tries). The operations are fenced by worker id and lease token, so a repeat cannot touch
+  /// a later claim; `*repeated` tells the caller that an earlier try's outcome is unknown (it
   /// may have taken effect). Throws the last failure.
   asio::awaitable<pg::result> settle(std::string_view sql, pg::params args, bool* repeated) {
     for (int tries = 1;; ++tries) {
@@ -101,7 +111,7 @@ struct lease_state : std::enable_shared_from_this<lease_state> {
         co_return co_await db.query_prepared(sql, args);
       } catch (const pg::error& e) {
         if (!connection_fault(e) || !db.is_open() ||
-            (tries >= 3 && std::chrono::steady_clock::now() >= expires)) {
+            (tries >= 3 && std::chrono::steady_clock::now() >= expires.load())) {
           throw;
         }
       }
@@ -123,7 +133,9 @@ struct lease_state : std::enable_shared_from_this<lease_state> {
 
   void mark_lost() {
     if (lost.exchange(true)) return;
-    lost_signal.emit(asio::cancellation_type::terminal);
+    asio::post(home, [self = shared_from_this()] {
+      self->lost_signal.emit(asio::cancellation_type::terminal);
+    });
   }
 
   enum class beat_outcome { extended, refused, failed };
@@ -133,7 +145,7 @@ struct lease_state : std::enable_shared_from_this<lease_state> {
     try {
       auto r = co_await self->db.query_prepared(
           "SELECT pgqueue.heartbeat($1, $2, $3::interval, $4)",
-          {self->the_job.id, self->worker_id, interval(self->lease_for), self->the_job.attempts});
+          {self->the_job.id, self->worker_id, interval(self->lease_for), self->token});
       co_return r.get<bool>(0, 0) ? beat_outcome::extended : beat_outcome::refused;
     } catch (const std::exception&) {
       co_return beat_outcome::failed;
@@ -152,11 +164,11 @@ struct lease_state : std::enable_shared_from_this<lease_state> {
       co_await self->timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
       if (self->finished) break;
       const auto sent = std::chrono::steady_clock::now();
-      if (sent >= self->expires) {
+      if (sent >= self->expires.load()) {
         self->mark_lost();
         break;
       }
-      asio::steady_timer expiry(self->db.get_executor(), self->expires);
+      asio::steady_timer expiry(self->db.get_executor(), self->expires.load());
       std::error_code expiry_ec;
       auto outcome = co_await (
           beat(self) || expiry.async_wait(asio::redirect_error(asio::use_awaitable, expiry_ec)));
@@ -167,7 +179,7 @@ struct lease_state : std::enable_shared_from_this<lease_state> {
       }
       switch (std::get<0>(outcome)) {
         case beat_outcome::extended:
-          self->expires = sent + self->lease_for;  // the server counted from a later moment
+          self->expires.store(sent + self->lease_for);  // the server counted from later
           wait = self->heartbeat_every;
           break;
         case beat_outcome::refused:

@@ -6,7 +6,7 @@
 namespace pgqueue::detail {
 
 // The schema version sql/pgqueue.sql installs.
-inline constexpr int schema_version = 2;
+inline constexpr int schema_version = 3;
 
 // The text of sql/pgqueue.sql.
 inline constexpr std::string_view schema_sql = R"pgqueue_sql(-- pgqueue: a durable job queue in plain PostgreSQL (no extension).
@@ -19,7 +19,8 @@ inline constexpr std::string_view schema_sql = R"pgqueue_sql(-- pgqueue: a durab
 -- installed schema refuses to run instead of downgrading. No psql meta-commands: the text must
 -- also run as a single simple-protocol script.
 --
--- Schema versions: 1 = the seed design (no version table), 2 = this file.
+-- Schema versions: 1 = the seed design (no version table), 2 = the first pgqueue release,
+-- 3 = this file (lease tokens that only grow, maintenance inside claims).
 
 BEGIN;
 SET LOCAL client_min_messages = warning;
@@ -45,14 +46,27 @@ BEGIN
   IF v_from IS NULL THEN
     v_from := CASE WHEN to_regclass('pgqueue.jobs') IS NULL THEN 0 ELSE 1 END;
   END IF;
-  IF v_from > 2 THEN
-    RAISE EXCEPTION 'pgqueue: the installed schema is version %, newer than this file (version 2)', v_from
+  IF v_from > 3 THEN
+    RAISE EXCEPTION 'pgqueue: the installed schema is version %, newer than this file (version 3)', v_from
       USING ERRCODE = 'object_not_in_prerequisite_state',
             HINT = 'Use the sql/pgqueue.sql shipped with the newer pgqueue; downgrades are refused.';
   END IF;
   PERFORM set_config('pgqueue.migrating_from', v_from::text, true);
 END
 $$;
+
+-- Who may execute which pgqueue function now: functions whose signature changes are dropped
+-- and created again below, which would lose their grants; the privileges step at the end
+-- grants them again from this list (and the current worker/producer sets to roles that had
+-- them). Dropped at commit.
+CREATE TEMPORARY TABLE IF NOT EXISTS pgqueue_migration_grants (proname name, grantee oid)
+  ON COMMIT DROP;
+INSERT INTO pgqueue_migration_grants
+SELECT DISTINCT p.proname, a.grantee
+  FROM pg_catalog.pg_proc p, pg_catalog.aclexplode(p.proacl) a
+ WHERE to_regnamespace('pgqueue') IS NOT NULL
+   AND p.pronamespace = to_regnamespace('pgqueue')
+   AND a.privilege_type = 'EXECUTE' AND a.grantee <> 0 AND a.grantee <> p.proowner;
 
 -- ── tables ────────────────────────────────────────────────────────────────────────────────
 -- The seed's shape; version 2 changes indexes and constraints below, not columns, so seed
@@ -66,7 +80,7 @@ CREATE TABLE IF NOT EXISTS pgqueue.jobs (
     CHECK (state IN ('ready', 'claimed', 'done', 'dead')),
   priority int NOT NULL DEFAULT 0,          -- higher = sooner
   run_after timestamptz NOT NULL DEFAULT now(),
-  attempts int NOT NULL DEFAULT 0,          -- claims so far; the current attempt fences a lease
+  attempts int NOT NULL DEFAULT 0,          -- attempts used (release gives one back)
   max_attempts int NOT NULL DEFAULT 5,
   last_error text,                          -- the most recent error, at most 2000 characters
   claimed_by text,
@@ -76,6 +90,14 @@ CREATE TABLE IF NOT EXISTS pgqueue.jobs (
   updated_at timestamptz NOT NULL DEFAULT now(),
   finished_at timestamptz
 );
+
+-- The fencing token of the current (or last) claim: it only grows (each claim takes a larger
+-- one; release and retry_dead do not lower it, unlike `attempts`), so a stale holder's ack,
+-- nack, release or heartbeat (e.g. one sent again after a reconnect) can never match a later
+-- claim. Rows from versions without it read -1 (added without rewriting the table): their
+-- first claim jumps past every attempt number, which is what those versions fenced with.
+ALTER TABLE pgqueue.jobs ADD COLUMN IF NOT EXISTS lease_token bigint NOT NULL DEFAULT -1;
+ALTER TABLE pgqueue.jobs ALTER COLUMN lease_token SET DEFAULT 0;
 
 -- Completed jobs counted per queue, so pgqueue.depth never counts retained rows. Rows are
 -- sharded by backend (slot) so concurrent ackers rarely wait on each other's counter row.
@@ -94,6 +116,15 @@ CREATE TABLE IF NOT EXISTS pgqueue.queue_settings (
 );
 INSERT INTO pgqueue.queue_settings VALUES ('', interval '1 second', interval '1 hour')
   ON CONFLICT (queue) DO NOTHING;
+
+-- When maintenance (taking back expired leases) is next due. Claims run it when due, so
+-- expired leases come back whatever API the fleet uses (worker, claim loops or plain SQL).
+CREATE TABLE IF NOT EXISTS pgqueue.maintenance (
+  singleton boolean PRIMARY KEY DEFAULT true CHECK (singleton),
+  janitor_due_at timestamptz NOT NULL DEFAULT now(),
+  janitor_every interval NOT NULL DEFAULT interval '1 second' CHECK (janitor_every > interval '0')
+);
+INSERT INTO pgqueue.maintenance (singleton) VALUES (true) ON CONFLICT (singleton) DO NOTHING;
 
 -- ── structural upgrade to version 2 (runs once; every step also serves a fresh install) ──
 DO $$
@@ -142,6 +173,26 @@ BEGIN
   DROP FUNCTION IF EXISTS pgqueue.ack(bigint, text);
   DROP FUNCTION IF EXISTS pgqueue.nack(bigint, text, text, interval);
   DROP FUNCTION IF EXISTS pgqueue.gc(interval, interval);
+END
+$$;
+
+-- ── structural upgrade to version 3 (runs once) ────────────────────────────────────────────
+DO $$
+BEGIN
+  IF current_setting('pgqueue.migrating_from')::int >= 3 THEN
+    RETURN;
+  END IF;
+  -- Lease operations take the claim's lease_token (bigint) where version 2 took the attempt
+  -- (int), and claims return it: the old signatures go (their grants are restored at the end).
+  DROP FUNCTION IF EXISTS pgqueue.claim_batch(text, text, int, interval);
+  DROP FUNCTION IF EXISTS pgqueue.claim_next(text, text, interval);
+  DROP FUNCTION IF EXISTS pgqueue.heartbeat(bigint, text, interval, int);
+  DROP FUNCTION IF EXISTS pgqueue.ack(bigint, text, int);
+  DROP FUNCTION IF EXISTS pgqueue.ack_batch(bigint[], text, int[]);
+  DROP FUNCTION IF EXISTS pgqueue.nack(bigint, text, text, interval, int);
+  DROP FUNCTION IF EXISTS pgqueue.release(bigint, text, int);
+  -- Jobs held right now keep working for their holders, which fence with the attempt.
+  UPDATE pgqueue.jobs SET lease_token = attempts WHERE state = 'claimed';
 END
 $$;
 
@@ -240,7 +291,9 @@ END
 $$;
 
 -- The insert trigger's safety net: any INSERT into pgqueue.jobs (enqueue's, or a direct one)
--- wakes the listeners of each queue that received a job claimable now, once per statement.
+-- wakes the listeners of each queue that received a ready job, once per statement. Jobs due
+-- later wake them too: an idle claimer then learns the new, earlier due time (pgqueue.wait_hint)
+-- instead of sleeping through it.
 -- enqueue(..., p_wake => false) suppresses it because its caller calls wake() after commit.
 CREATE OR REPLACE FUNCTION pgqueue.notify_new_job()
 RETURNS trigger
@@ -254,7 +307,7 @@ BEGIN
     RETURN NULL;
   END IF;
   FOR v_queue IN
-    SELECT DISTINCT n.queue FROM new_jobs n WHERE n.state = 'ready' AND n.run_after <= now()
+    SELECT DISTINCT n.queue FROM new_jobs n WHERE n.state = 'ready'
   LOOP
     PERFORM pgqueue.notify_queue(v_queue);
   END LOOP;
@@ -462,10 +515,35 @@ BEGIN
 END
 $$;
 
+-- Takes back expired leases (janitor_reset_stale_claims) when maintenance is due: at most once
+-- per pgqueue.maintenance.janitor_every across the database, by whichever claim gets there
+-- first. Claims call it, so expired leases come back whatever the fleet claims with. Cost when
+-- not due: one read of a one-row table. Returns how many jobs it changed.
+CREATE OR REPLACE FUNCTION pgqueue.maintain_if_due()
+RETURNS int
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+  IF (SELECT m.janitor_due_at FROM pgqueue.maintenance m) > now()
+     OR NOT pg_try_advisory_xact_lock(8100266002545501543) THEN
+    RETURN 0;
+  END IF;
+  -- Under the lock, the row says whether another transaction did it meanwhile.
+  UPDATE pgqueue.maintenance m SET janitor_due_at = now() + m.janitor_every
+   WHERE m.janitor_due_at <= now();
+  IF NOT FOUND THEN
+    RETURN 0;
+  END IF;
+  RETURN pgqueue.janitor_reset_stale_claims();
+END
+$$;
+
 -- Claims up to p_limit due jobs of a queue for p_worker_id: highest priority first, then the
 -- job due longest, then the lowest id. SKIP LOCKED lets concurrent claimers take different
--- jobs without waiting. Each claim counts an attempt; the returned attempts value is the
--- fencing token that heartbeat, ack and nack take.
+-- jobs without waiting. Each claim counts an attempt and takes a new lease_token, the fencing
+-- token that heartbeat, ack, nack and release take. Runs due maintenance first (expired
+-- leases taken back, at most once a second database-wide), so their jobs can be claimed here.
 CREATE OR REPLACE FUNCTION pgqueue.claim_batch(
   p_queue text,
   p_worker_id text,
@@ -480,7 +558,8 @@ RETURNS TABLE (
   attempts int,
   max_attempts int,
   claimed_at timestamptz,
-  lease_until timestamptz
+  lease_until timestamptz,
+  lease_token bigint
 )
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -500,6 +579,7 @@ BEGIN
     PERFORM pgqueue.require_valid(p_limit BETWEEN 1 AND 10000, 'limit must be between 1 and 10000');
     PERFORM pgqueue.require_valid(p_lease_for > interval '0', 'lease_for must be positive');
   END IF;
+  PERFORM pgqueue.maintain_if_due();
   -- One priority at a time, highest first: within a priority the index is in run_after order,
   -- so the scan stops at the first job not yet due instead of reading past every scheduled
   -- job (a backlog of future jobs would otherwise make each claim read all of them).
@@ -523,11 +603,13 @@ BEGIN
              claimed_at = now(),
              lease_until = now() + p_lease_for,
              attempts = j.attempts + 1,
+             lease_token = CASE WHEN j.lease_token < 0 THEN greatest(j.attempts, j.max_attempts)
+                                ELSE greatest(j.lease_token, j.attempts) END + 1,
              updated_at = now()
         FROM next_jobs
        WHERE j.id = next_jobs.id
       RETURNING j.id, j.queue, j.payload, j.priority, j.attempts, j.max_attempts, j.claimed_at,
-                j.lease_until
+                j.lease_until, j.lease_token
     )
     SELECT c.* FROM claimed c ORDER BY c.id;
     GET DIAGNOSTICS v_got = ROW_COUNT;
@@ -551,7 +633,8 @@ RETURNS TABLE (
   attempts int,
   max_attempts int,
   claimed_at timestamptz,
-  lease_until timestamptz
+  lease_until timestamptz,
+  lease_token bigint
 )
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -573,16 +656,37 @@ BEGIN
 END
 $$;
 
--- ── lease operations (fenced: only the current holder of the current attempt may act) ─────
+-- What an idle claimer should wait for, after a claim found nothing: `due_now` says a ready job
+-- is already due (so it is row-locked by another transaction, or out of attempts: re-check
+-- with a back-off, not at once), `next_due` is when the next job not yet due becomes due
+-- (NULL when none). One index probe or two per priority, however many jobs wait.
+CREATE OR REPLACE FUNCTION pgqueue.wait_hint(p_queue text)
+RETURNS TABLE (due_now boolean, next_due timestamptz)
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+  RETURN QUERY
+  SELECT coalesce(bool_or(p.first_run_after <= now()), false),
+         min((SELECT j.run_after FROM pgqueue.jobs j
+               WHERE j.queue = p_queue AND j.state = 'ready' AND j.priority = p.priority
+                 AND j.run_after > now() AND j.attempts < j.max_attempts
+               ORDER BY j.run_after LIMIT 1))
+    FROM pgqueue.ready_priorities(p_queue) p;
+END
+$$;
+
+-- ── lease operations (fenced: only the current holder of the current claim may act) ───────
 
 -- Extends the lease of a job the caller holds. False when the lease is lost (the job is no
--- longer claimed by this worker at this attempt). p_attempt (from the claim) fences against a
--- re-claim of the same job by the same worker id; NULL skips that check for old callers.
+-- longer claimed by this worker under this claim). p_lease_token (from the claim) fences
+-- against a later claim of the same job by the same worker id; NULL skips that check (the
+-- seed's callers).
 CREATE OR REPLACE FUNCTION pgqueue.heartbeat(
   p_job_id bigint,
   p_worker_id text,
   p_extend_by interval DEFAULT '5 minutes'::interval,
-  p_attempt int DEFAULT NULL
+  p_lease_token bigint DEFAULT NULL
 )
 RETURNS boolean
 LANGUAGE plpgsql
@@ -601,7 +705,7 @@ BEGIN
    WHERE j.id = p_job_id
      AND j.state = 'claimed'
      AND j.claimed_by = p_worker_id
-     AND (p_attempt IS NULL OR j.attempts = p_attempt);
+     AND (p_lease_token IS NULL OR j.lease_token = p_lease_token);
   RETURN FOUND;
 END
 $$;
@@ -623,7 +727,7 @@ $$;
 CREATE OR REPLACE FUNCTION pgqueue.ack(
   p_job_id bigint,
   p_worker_id text,
-  p_attempt int DEFAULT NULL
+  p_lease_token bigint DEFAULT NULL
 )
 RETURNS boolean
 LANGUAGE plpgsql
@@ -641,7 +745,7 @@ BEGIN
    WHERE j.id = p_job_id
      AND j.state = 'claimed'
      AND j.claimed_by = p_worker_id
-     AND (p_attempt IS NULL OR j.attempts = p_attempt)
+     AND (p_lease_token IS NULL OR j.lease_token = p_lease_token)
   RETURNING j.queue INTO v_queue;
   IF v_queue IS NULL THEN
     RETURN false;
@@ -652,11 +756,11 @@ END
 $$;
 
 -- Marks many held jobs done in one statement; returns the ids that were acknowledged (a
--- missing id lost its lease). p_attempts pairs with p_job_ids (NULL skips the attempt check).
+-- missing id lost its lease). p_lease_tokens pairs with p_job_ids (NULL skips the check).
 CREATE OR REPLACE FUNCTION pgqueue.ack_batch(
   p_job_ids bigint[],
   p_worker_id text,
-  p_attempts int[] DEFAULT NULL
+  p_lease_tokens bigint[] DEFAULT NULL
 )
 RETURNS bigint[]
 LANGUAGE plpgsql
@@ -667,22 +771,23 @@ DECLARE
   v_queues text[];
 BEGIN
   IF p_job_ids IS NULL OR p_worker_id IS NULL
-     OR (p_attempts IS NOT NULL AND cardinality(p_attempts) <> cardinality(p_job_ids)) THEN
+     OR (p_lease_tokens IS NOT NULL AND cardinality(p_lease_tokens) <> cardinality(p_job_ids)) THEN
     PERFORM pgqueue.require(p_job_ids, 'job_ids');
     PERFORM pgqueue.require(p_worker_id, 'worker_id');
     PERFORM pgqueue.require_valid(
-      p_attempts IS NULL OR cardinality(p_attempts) = cardinality(p_job_ids),
-      format('%s attempts for %s job ids', cardinality(p_attempts), cardinality(p_job_ids)));
+      p_lease_tokens IS NULL OR cardinality(p_lease_tokens) = cardinality(p_job_ids),
+      format('%s lease tokens for %s job ids', cardinality(p_lease_tokens), cardinality(p_job_ids)));
   END IF;
   WITH acked AS (
     UPDATE pgqueue.jobs j
        SET state = 'done', finished_at = now(), updated_at = now(), lease_until = NULL
-      FROM unnest(p_job_ids, coalesce(p_attempts, array_fill(NULL::int, ARRAY[cardinality(p_job_ids)])))
-           AS t(id, attempt)
+      FROM unnest(p_job_ids,
+                  coalesce(p_lease_tokens, array_fill(NULL::bigint, ARRAY[cardinality(p_job_ids)])))
+           AS t(id, token)
      WHERE j.id = t.id
        AND j.state = 'claimed'
        AND j.claimed_by = p_worker_id
-       AND (t.attempt IS NULL OR j.attempts = t.attempt)
+       AND (t.token IS NULL OR j.lease_token = t.token)
     RETURNING j.id, j.queue
   )
   SELECT coalesce(array_agg(a.id ORDER BY a.id), '{}'), array_agg(a.queue) INTO v_ids, v_queues
@@ -748,7 +853,7 @@ CREATE OR REPLACE FUNCTION pgqueue.nack(
   p_worker_id text,
   p_error text DEFAULT NULL,
   p_requeue_after interval DEFAULT NULL,
-  p_attempt int DEFAULT NULL
+  p_lease_token bigint DEFAULT NULL
 )
 RETURNS text
 LANGUAGE plpgsql
@@ -768,7 +873,7 @@ BEGIN
    WHERE j.id = p_job_id
      AND j.state = 'claimed'
      AND j.claimed_by = p_worker_id
-     AND (p_attempt IS NULL OR j.attempts = p_attempt)
+     AND (p_lease_token IS NULL OR j.lease_token = p_lease_token)
      FOR UPDATE;
   IF NOT FOUND THEN
     RETURN 'lost';
@@ -793,11 +898,11 @@ END
 $$;
 
 -- Gives back a held job without counting the attempt (a worker shutting down): ready at once.
--- False when the lease is lost.
+-- False when the lease is lost. The attempt is given back; the lease token is not.
 CREATE OR REPLACE FUNCTION pgqueue.release(
   p_job_id bigint,
   p_worker_id text,
-  p_attempt int DEFAULT NULL
+  p_lease_token bigint DEFAULT NULL
 )
 RETURNS boolean
 LANGUAGE plpgsql
@@ -816,13 +921,61 @@ BEGIN
    WHERE j.id = p_job_id
      AND j.state = 'claimed'
      AND j.claimed_by = p_worker_id
-     AND (p_attempt IS NULL OR j.attempts = p_attempt)
+     AND (p_lease_token IS NULL OR j.lease_token = p_lease_token)
   RETURNING j.queue INTO v_queue;
   IF v_queue IS NULL THEN
     RETURN false;
   END IF;
   PERFORM pgqueue.notify_queue(v_queue);
   RETURN true;
+END
+$$;
+
+-- What became of claims whose final operation's answer was lost (a dropped connection): how
+-- many of the jobs p_job_ids were acked by p_worker_id under the claims p_lease_tokens. For
+-- clients that send an ack again after a reconnect; the worker role may call it (it may not
+-- read the table).
+CREATE OR REPLACE FUNCTION pgqueue.count_acked(
+  p_job_ids bigint[],
+  p_worker_id text,
+  p_lease_tokens bigint[]
+)
+RETURNS bigint
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+  PERFORM pgqueue.require(p_job_ids, 'job_ids');
+  PERFORM pgqueue.require(p_worker_id, 'worker_id');
+  PERFORM pgqueue.require(p_lease_tokens, 'lease_tokens');
+  RETURN (SELECT count(*) FROM pgqueue.jobs j
+            JOIN unnest(p_job_ids, p_lease_tokens) AS u(id, token) ON j.id = u.id
+           WHERE j.state = 'done' AND j.claimed_by = p_worker_id AND j.lease_token = u.token);
+END
+$$;
+
+-- The state of a job as far as one claim of it is concerned: its state ('ready', 'claimed',
+-- 'done', 'dead', 'cancelled') while no later claim was made (the lease token is still
+-- p_lease_token) and, when claimed or done, p_worker_id holds or finished it; otherwise
+-- 'lost'. How a client learns whether its nack or release took effect when the answer was
+-- lost.
+CREATE OR REPLACE FUNCTION pgqueue.lease_outcome(
+  p_job_id bigint,
+  p_worker_id text,
+  p_lease_token bigint
+)
+RETURNS text
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+  PERFORM pgqueue.require(p_job_id, 'job_id');
+  PERFORM pgqueue.require(p_worker_id, 'worker_id');
+  PERFORM pgqueue.require(p_lease_token, 'lease_token');
+  RETURN coalesce((
+    SELECT j.state FROM pgqueue.jobs j
+     WHERE j.id = p_job_id AND j.lease_token = p_lease_token
+       AND (j.state NOT IN ('claimed', 'done') OR j.claimed_by = p_worker_id)), 'lost');
 END
 $$;
 
@@ -937,6 +1090,9 @@ RETURNS TABLE (done_deleted int, dead_deleted int)
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+  v_queue text;
+  v_locked bigint;
 BEGIN
   PERFORM pgqueue.require(p_retain_done, 'retain_done');
   PERFORM pgqueue.require(p_retain_dead, 'retain_dead');
@@ -967,9 +1123,21 @@ BEGIN
   )
   SELECT count(*)::int INTO dead_deleted FROM gone;
 
-  -- Fold the counter shards of queues with nothing left so the table stays small.
-  DELETE FROM pgqueue.done_counts c
-   WHERE c.queue IN (SELECT d.queue FROM pgqueue.done_counts d GROUP BY d.queue HAVING sum(d.n) = 0);
+  -- Fold the counter shards of queues with nothing left so the table stays small. The shards
+  -- are locked and summed again first: a count_done committing meanwhile changes a shard, and
+  -- deleting it on the strength of the older sum would drop that count. A shard an acker holds
+  -- right now is skipped, not waited for (no deadlock with ack_batch): folding waits for the
+  -- next gc.
+  FOR v_queue IN
+    SELECT d.queue FROM pgqueue.done_counts d GROUP BY d.queue HAVING sum(d.n) = 0
+  LOOP
+    SELECT count(*) INTO v_locked FROM (
+      SELECT 1 FROM pgqueue.done_counts c WHERE c.queue = v_queue FOR UPDATE SKIP LOCKED) l;
+    IF v_locked = (SELECT count(*) FROM pgqueue.done_counts c WHERE c.queue = v_queue)
+       AND (SELECT sum(c.n) FROM pgqueue.done_counts c WHERE c.queue = v_queue) = 0 THEN
+      DELETE FROM pgqueue.done_counts c WHERE c.queue = v_queue;
+    END IF;
+  END LOOP;
   RETURN NEXT;
 END
 $$;
@@ -1073,7 +1241,8 @@ AS $$
 $$;
 
 -- Lets an existing role do what a pgqueue::worker does: a producer's rights plus claim,
--- heartbeat, ack, nack, release, the janitor and reading pgqueue.depth. Not: cancel,
+-- heartbeat, ack, nack, release (and learning their outcome after a lost answer), the janitor
+-- and reading pgqueue.depth. Not: cancel,
 -- retry_dead, gc, set_retry_backoff (administration), nor the tables. Idempotent.
 CREATE OR REPLACE FUNCTION pgqueue.grant_worker(p_role regrole)
 RETURNS void
@@ -1083,8 +1252,9 @@ AS $$
 BEGIN
   PERFORM pgqueue.grant_producer(p_role);
   PERFORM pgqueue.grant_functions(p_role,
-    ARRAY['claim_batch', 'claim_next', 'next_run_after', 'heartbeat', 'ack', 'ack_batch', 'nack',
-          'release', 'janitor_reset_stale_claims']);
+    ARRAY['claim_batch', 'claim_next', 'next_run_after', 'wait_hint', 'heartbeat', 'ack',
+          'ack_batch', 'nack', 'release', 'count_acked', 'lease_outcome',
+          'janitor_reset_stale_claims']);
   EXECUTE format('GRANT SELECT ON pgqueue.depth TO %s', p_role);
 END
 $$;
@@ -1129,10 +1299,33 @@ $$;
 REVOKE ALL ON SCHEMA pgqueue FROM PUBLIC;
 REVOKE ALL ON ALL TABLES IN SCHEMA pgqueue FROM PUBLIC;
 
+-- Grants held before this run come back on functions dropped and created again, and roles that
+-- had the worker's or the producer's set get the functions this version added to it.
+DO $$
+DECLARE
+  v_grant record;
+BEGIN
+  FOR v_grant IN SELECT DISTINCT g.proname, g.grantee FROM pgqueue_migration_grants g
+                  WHERE EXISTS (SELECT 1 FROM pg_catalog.pg_roles r WHERE r.oid = g.grantee) LOOP
+    PERFORM pgqueue.grant_functions(v_grant.grantee::regrole, ARRAY[v_grant.proname::text]);
+  END LOOP;
+  FOR v_grant IN SELECT DISTINCT g.grantee FROM pgqueue_migration_grants g
+                  WHERE g.proname = 'claim_batch'
+                    AND EXISTS (SELECT 1 FROM pg_catalog.pg_roles r WHERE r.oid = g.grantee) LOOP
+    PERFORM pgqueue.grant_worker(v_grant.grantee::regrole);
+  END LOOP;
+  FOR v_grant IN SELECT DISTINCT g.grantee FROM pgqueue_migration_grants g
+                  WHERE g.proname = 'enqueue'
+                    AND EXISTS (SELECT 1 FROM pg_catalog.pg_roles r WHERE r.oid = g.grantee) LOOP
+    PERFORM pgqueue.grant_producer(v_grant.grantee::regrole);
+  END LOOP;
+END
+$$;
+
 -- ── version ───────────────────────────────────────────────────────────────────────────────
-INSERT INTO pgqueue.schema_version (singleton, version) VALUES (true, 2)
-ON CONFLICT (singleton) DO UPDATE SET version = 2, installed_at = now()
-  WHERE pgqueue.schema_version.version < 2;
+INSERT INTO pgqueue.schema_version (singleton, version) VALUES (true, 3)
+ON CONFLICT (singleton) DO UPDATE SET version = 3, installed_at = now()
+  WHERE pgqueue.schema_version.version < 3;
 
 COMMIT;
 )pgqueue_sql";

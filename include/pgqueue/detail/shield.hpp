@@ -1,13 +1,17 @@
-// Runs an awaitable to completion even if the awaiting coroutine is cancelled meanwhile. For
-// requests whose answer must not be dropped (a claim that took jobs on the server), so that
-// cancellation only ever interrupts waits.
+// Cancellation helpers. shielded() runs an awaitable to completion even if the awaiting
+// coroutine is cancelled meanwhile: for requests whose answer must not be dropped (a claim
+// that took jobs on the server, an ack), so that cancellation only ever interrupts waits.
 #pragma once
 
 #include <asio/bind_cancellation_slot.hpp>
 #include <asio/cancellation_signal.hpp>
+#include <asio/cancellation_state.hpp>
 #include <asio/co_spawn.hpp>
+#include <asio/error.hpp>
 #include <asio/this_coro.hpp>
 #include <asio/use_awaitable.hpp>
+
+#include "pgqueue/pg/error.hpp"
 
 namespace pgqueue::detail {
 
@@ -16,7 +20,28 @@ asio::awaitable<T> shielded(asio::awaitable<T> op) {
   auto ex = co_await asio::this_coro::executor;
   // An unconnected slot: the caller's cancellation is not forwarded to `op`.
   co_return co_await asio::co_spawn(
-      ex, std::move(op), asio::bind_cancellation_slot(asio::cancellation_slot(), asio::use_awaitable));
+      ex, std::move(op),
+      asio::bind_cancellation_slot(asio::cancellation_slot(), asio::use_awaitable));
+}
+
+// GCC 12 miscompiles `co_return co_await e;` for a void `e` (the coroutine ends in an illegal
+// instruction), hence the separate form.
+inline asio::awaitable<void> shielded(asio::awaitable<void> op) {
+  auto ex = co_await asio::this_coro::executor;
+  co_await asio::co_spawn(
+      ex, std::move(op),
+      asio::bind_cancellation_slot(asio::cancellation_slot(), asio::use_awaitable));
+}
+
+/// Whether the calling coroutine has been cancelled (its next async wait would throw).
+inline asio::awaitable<bool> cancelled() {
+  auto state = co_await asio::this_coro::cancellation_state;
+  co_return state.cancelled() != asio::cancellation_type::none;
+}
+
+/// The error a cancelled pgqueue operation throws, as a cancelled wait of the connection does.
+inline pg::error cancelled_error(const char* what) {
+  return pg::error(asio::error::operation_aborted, what);
 }
 
 }  // namespace pgqueue::detail

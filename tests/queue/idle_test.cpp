@@ -1,0 +1,164 @@
+// An idle claim waits for events (a notification, a due time, its poll interval), never in a
+// tight loop; expired leases come back without a worker. Counted on the server with
+// track_functions (pg_stat_user_functions), so what is measured is what the server ran.
+#include <pgqueue/pgqueue.hpp>
+
+#include "support/async.hpp"
+#include "support/queue_fixture.hpp"
+#include "support/session.hpp"
+
+namespace queue_idle_test {
+
+using namespace pgq_test;
+using namespace std::chrono_literals;
+
+namespace {
+
+// A queue fixture whose sessions count their calls of pgqueue functions.
+struct counted_fixture : queue_fixture {
+  session admin{db.dsn()};
+  counted_fixture() { admin.query("ALTER DATABASE " + db.name() + " SET track_functions = 'all'"); }
+  // Calls of pgqueue.`function` by every session that has ended or flushed its counters.
+  std::int64_t calls(const std::string& function) {
+    admin.query("SELECT pg_stat_clear_snapshot()");
+    return admin.integer(
+        "SELECT coalesce(sum(calls), 0) FROM pg_stat_user_functions "
+        "WHERE schemaname = 'pgqueue' AND funcname = $1",
+        {function});
+  }
+};
+
+// Runs q.claim() for `window` on a connection of its own and closes it, so its backend exits
+// and reports its function calls. Returns whether the claim got a job.
+asio::awaitable<bool> claim_for(counted_fixture& f, std::chrono::milliseconds window,
+                                pgqueue::queue_options o = {}) {
+  using namespace asio::experimental::awaitable_operators;
+  auto db = co_await pgqueue::connect(co_await asio::this_coro::executor,
+                                      f.db.dsn() + " application_name=counted");
+  bool got = false;
+  {
+    pgqueue::queue q(db, "q", o);
+    asio::steady_timer t(co_await asio::this_coro::executor, window);
+    auto r = co_await (q.claim() || t.async_wait(asio::use_awaitable));
+    if (r.index() == 0) {
+      got = true;
+      co_await std::get<0>(r).ack();
+    }
+  }
+  db.close();
+  co_return got;
+}
+
+// Whether claim_for's session has ended (its backend has then reported its counters).
+bool counted_session_gone(counted_fixture& f) {
+  return f.admin.integer(
+             "SELECT count(*) FROM pg_stat_activity WHERE datname = $1 AND "
+             "application_name = 'counted'",
+             {f.db.name()}) == 0;
+}
+
+}  // namespace
+
+TEST_CASE("an idle claim on an empty queue checks once per poll interval", "[idle]") {
+  counted_fixture f;
+  const auto before = f.calls("claim_batch");
+  const bool got = run_async([&] { return claim_for(f, 1500ms, {.poll_interval = 1s}); });
+  CHECK_FALSE(got);
+  REQUIRE(run_async([&]() -> asio::awaitable<bool> {
+    co_return co_await eventually([&] { return counted_session_gone(f); });
+  }));
+  // The first check, one right after subscribing (a job committed in between is found), and
+  // one after the poll interval.
+  CHECK(f.calls("claim_batch") - before == 3);
+}
+
+TEST_CASE("an idle claim does not spin on a due job another transaction holds locked", "[idle]") {
+  counted_fixture f;
+  auto id = f.admin.integer("SELECT pgqueue.enqueue('q', '{}')");
+  session locker(f.db.dsn());
+  locker.query("BEGIN");
+  locker.query("SELECT 1 FROM pgqueue.jobs WHERE id = $1 FOR UPDATE", {std::to_string(id)});
+  const auto before = f.calls("claim_batch");
+  const bool got = run_async([&] { return claim_for(f, 1500ms, {.poll_interval = 5s}); });
+  CHECK_FALSE(got);
+  locker.query("COMMIT");
+  REQUIRE(run_async([&]() -> asio::awaitable<bool> {
+    co_return co_await eventually([&] { return counted_session_gone(f); });
+  }));
+  // Checks back off from 10 ms, doubling: 0, 10, 30, 70, 150, 310, 630, 1270 ms. (Before,
+  // "due but not claimable" became a 1 ms poll: hundreds of claims in this window.)
+  const auto claims = f.calls("claim_batch") - before;
+  CHECK(claims >= 2);
+  CHECK(claims <= 10);
+}
+
+TEST_CASE("the job is claimed once the lock is released, within the back-off", "[idle]") {
+  counted_fixture f;
+  auto id = f.admin.integer("SELECT pgqueue.enqueue('q', '{}')");
+  session locker(f.db.dsn());
+  locker.query("BEGIN");
+  locker.query("SELECT 1 FROM pgqueue.jobs WHERE id = $1 FOR UPDATE", {std::to_string(id)});
+  run_async([&]() -> asio::awaitable<void> {
+    pgqueue::queue q(co_await f.connect(), "q", {.poll_interval = 400ms});
+    asio::steady_timer t(co_await asio::this_coro::executor, 200ms);
+    co_await t.async_wait(asio::use_awaitable);
+    locker.query("ROLLBACK");  // no notification: only the back-off finds it
+    const auto released = std::chrono::steady_clock::now();
+    auto l = co_await q.claim();
+    CHECK(l.job().id == id);
+    CHECK(std::chrono::steady_clock::now() - released < 450ms);
+    co_await l.ack();
+  });
+}
+
+TEST_CASE("a job scheduled while a claim waits starts at its due time, not at the next poll",
+          "[idle]") {
+  counted_fixture f;
+  run_async([&]() -> asio::awaitable<void> {
+    auto ex = co_await asio::this_coro::executor;
+    pgqueue::queue q(co_await f.connect(), "q", {.poll_interval = 5s});
+    std::optional<std::chrono::steady_clock::time_point> started;
+    std::int64_t claimed_id = 0;
+    asio::co_spawn(
+        ex,
+        [&]() -> asio::awaitable<void> {
+          auto l = co_await q.claim();
+          started = std::chrono::steady_clock::now();
+          claimed_id = l.job().id;
+          co_await l.ack();
+        },
+        asio::detached);
+    co_await pause(200ms);  // the claim is now idle, waiting up to its 5 s poll
+    const auto due = std::chrono::steady_clock::now() + 300ms;
+    const auto id = f.admin.integer(
+        "SELECT pgqueue.enqueue('q', '{}', NULL, 0, clock_timestamp() + interval '300 ms')");
+    CHECK(co_await eventually([&] { return started.has_value(); }, 3s));
+    CHECK(claimed_id == id);
+    REQUIRE(started);
+    CHECK(*started >= due - 50ms);  // not before it is due (server and client clocks agree)
+    CHECK(*started < due + 500ms);  // and not at the next poll, 4.5 s later
+  });
+}
+
+TEST_CASE("with only claim() loops, a crashed holder's job comes back after its lease",
+          "[idle][maintenance]") {
+  counted_fixture f;
+  auto id = f.admin.integer("SELECT pgqueue.enqueue('q', '{}')");
+  // The holder claims with a short lease and dies (its connection ends, nothing more is sent).
+  f.admin.query("SELECT * FROM pgqueue.claim_batch('q', 'crashed', 1, '200 ms')");
+  run_async([&]() -> asio::awaitable<void> {
+    pgqueue::queue q(co_await f.connect(), "q", {.poll_interval = 300ms});
+    const auto start = std::chrono::steady_clock::now();
+    auto l = co_await q.claim();  // no worker, no janitor call: the claims' maintenance
+    CHECK(l.job().id == id);
+    CHECK(l.job().attempts == 2);
+    // Lease 200 ms, maintenance at most once a second, poll 300 ms.
+    CHECK(std::chrono::steady_clock::now() - start < 2500ms);
+    co_await l.ack();
+  });
+  auto j = read_job(f.admin, id);
+  CHECK(j.state == "done");
+  CHECK_THAT(*j.last_error, Catch::StartsWith("lease expired on attempt 1 of 5"));
+}
+
+}  // namespace queue_idle_test
