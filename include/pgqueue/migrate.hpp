@@ -19,7 +19,9 @@ inline constexpr int schema_version = detail::schema_version;
 /// to run from several processes at once. One round trip (waits for requests already in flight
 /// on the connection). Throws the server's error, e.g. SQLSTATE 55000 when the installed schema
 /// is newer than this library, or 42501 for a role that may not change the schema. After a
-/// failure nothing is changed and the connection is usable.
+/// failure nothing is changed and the connection is usable. Cancellation: before the script
+/// is sent nothing happens; after, the server still runs it to its end (installed, or rolled
+/// back as a whole) and the call throws operation_aborted without waiting.
 inline asio::awaitable<void> migrate(database db) {
   std::exception_ptr failure;
   try {
