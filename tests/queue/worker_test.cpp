@@ -1,5 +1,6 @@
 // pgqueue::worker: drains with concurrency, nacks failures, stops without losing jobs.
 #include <map>
+#include <utility>
 
 #include <pgqueue/pgqueue.hpp>
 
@@ -16,9 +17,10 @@ namespace {
 
 // Enqueues `n` jobs {"i": k} in batches through the SQL API.
 void fill(session& s, const std::string& queue, int n) {
-  s.query("SELECT pgqueue.enqueue_batch($1, array_agg(jsonb_build_object('i', g))) "
-          "FROM generate_series(1, $2) g",
-          {queue, std::to_string(n)});
+  s.query(
+      "SELECT pgqueue.enqueue_batch($1, array_agg(jsonb_build_object('i', g))) "
+      "FROM generate_series(1, $2) g",
+      {queue, std::to_string(n)});
 }
 
 }  // namespace
@@ -30,24 +32,25 @@ TEST_CASE("the worker drains 10,000 jobs with concurrency 16, each acked once", 
   fill(admin, "q", jobs);
   std::map<std::int64_t, int> runs;
   pgqueue::worker_stats stats;
-  run_async([&]() -> asio::awaitable<void> {
-    pgqueue::queue q{co_await f.connect(), "q"};
-    int max_parallel = 0, parallel = 0;
-    pgqueue::worker* self = nullptr;
-    pgqueue::worker w(
-        q,
-        [&](const pgqueue::job& j) -> asio::awaitable<void> {
-          max_parallel = std::max(max_parallel, ++parallel);
-          co_await pause(0ms);  // yield so handlers overlap
-          --parallel;
-          if (++runs[j.id] && runs.size() == jobs) self->stop();
-        },
-        {.concurrency = 16});
-    self = &w;
-    co_await w.run();
-    stats = w.stats();
-    CHECK(max_parallel == 16);
-  }, 120s);
+  run_async(
+      [&]() -> asio::awaitable<void> {
+        pgqueue::queue q{co_await f.connect(), "q"};
+        int max_parallel = 0, parallel = 0;
+        pgqueue::worker* self = nullptr;
+        pgqueue::worker w(q,
+                          [&](const pgqueue::job& j) -> asio::awaitable<void> {
+                            max_parallel = std::max(max_parallel, ++parallel);
+                            co_await pause(0ms);  // yield so handlers overlap
+                            --parallel;
+                            if (++runs[j.id] && runs.size() == jobs) self->stop();
+                          },
+                          {.concurrency = 16});
+        self = &w;
+        co_await w.run();
+        stats = w.stats();
+        CHECK(max_parallel == 16);
+      },
+      120s);
   CHECK(runs.size() == jobs);
   CHECK(std::all_of(runs.begin(), runs.end(), [](auto& r) { return r.second == 1; }));
   CHECK(stats.acked == jobs);
@@ -67,30 +70,31 @@ TEST_CASE("a worker with 3 connections claims on three sessions and runs each jo
   std::map<std::int64_t, int> runs;
   std::int64_t sessions_while_running = 0;
   pgqueue::worker_stats stats;
-  run_async([&]() -> asio::awaitable<void> {
-    auto ex = co_await asio::this_coro::executor;
-    pgqueue::queue q{co_await pgqueue::connect(ex, dsn), "q"};
-    const auto no_sessions = pgqueue::worker_options{.concurrency = 2, .connections = 0};
-    const auto too_many = pgqueue::worker_options{.concurrency = 2, .connections = 3};
-    auto noop = [](const pgqueue::job&) -> asio::awaitable<void> { co_return; };
-    CHECK_THROWS_AS(pgqueue::worker(q, noop, no_sessions), pgqueue::error);
-    CHECK_THROWS_AS(pgqueue::worker(q, noop, too_many), pgqueue::error);
-    pgqueue::worker* self = nullptr;
-    pgqueue::worker w(
-        q,
-        [&](const pgqueue::job& j) -> asio::awaitable<void> {
-          if (runs.empty()) sessions_while_running = admin.integer(sessions);
-          co_await pause(0ms);
-          if (++runs[j.id] && runs.size() == jobs) self->stop();
-        },
-        {.concurrency = 12, .connections = 3});
-    self = &w;
-    co_await w.run();
-    stats = w.stats();
-    // The two sessions the worker opened are closed when run() returns.
-    const bool closed = co_await eventually([&] { return admin.integer(sessions) == 1; });
-    CHECK(closed);
-  }, 120s);
+  run_async(
+      [&]() -> asio::awaitable<void> {
+        auto ex = co_await asio::this_coro::executor;
+        pgqueue::queue q{co_await pgqueue::connect(ex, dsn), "q"};
+        const auto no_sessions = pgqueue::worker_options{.concurrency = 2, .connections = 0};
+        const auto too_many = pgqueue::worker_options{.concurrency = 2, .connections = 3};
+        auto noop = [](const pgqueue::job&) -> asio::awaitable<void> { co_return; };
+        CHECK_THROWS_AS(pgqueue::worker(q, noop, no_sessions), pgqueue::error);
+        CHECK_THROWS_AS(pgqueue::worker(q, noop, too_many), pgqueue::error);
+        pgqueue::worker* self = nullptr;
+        pgqueue::worker w(q,
+                          [&](const pgqueue::job& j) -> asio::awaitable<void> {
+                            if (runs.empty()) sessions_while_running = admin.integer(sessions);
+                            co_await pause(0ms);
+                            if (++runs[j.id] && runs.size() == jobs) self->stop();
+                          },
+                          {.concurrency = 12, .connections = 3});
+        self = &w;
+        co_await w.run();
+        stats = w.stats();
+        // The two sessions the worker opened are closed when run() returns.
+        const bool closed = co_await eventually([&] { return admin.integer(sessions) == 1; });
+        CHECK(closed);
+      },
+      120s);
   CHECK(sessions_while_running == 3);
   CHECK(runs.size() == jobs);
   CHECK(std::all_of(runs.begin(), runs.end(), [](auto& r) { return r.second == 1; }));
@@ -108,14 +112,13 @@ TEST_CASE("a handler that throws leaves the job requeued with the message", "[wo
     pgqueue::queue q{co_await f.connect(), "q"};
     id = co_await q.enqueue("{}");
     pgqueue::worker* self = nullptr;
-    pgqueue::worker w(
-        q,
-        [&](pgqueue::lease&) -> asio::awaitable<void> {
-          self->stop();
-          throw std::runtime_error("smtp timeout");
-          co_return;
-        },
-        {.concurrency = 2});
+    pgqueue::worker w(q,
+                      [&](pgqueue::lease&) -> asio::awaitable<void> {
+                        self->stop();
+                        throw std::runtime_error("smtp timeout");
+                        co_return;
+                      },
+                      {.concurrency = 2});
     self = &w;
     co_await w.run();
     CHECK(w.stats().failed == 1);
@@ -127,6 +130,82 @@ TEST_CASE("a handler that throws leaves the job requeued with the message", "[wo
   CHECK_FALSE(j.due);  // backing off
 }
 
+namespace {
+
+// Runs a worker over one job whose handler throws `message` (and stops the worker); returns
+// the job's row and the worker's stats.
+std::pair<job_row, pgqueue::worker_stats> fail_one_job(queue_fixture& f, session& admin,
+                                                       const std::string& message) {
+  std::int64_t id = 0;
+  pgqueue::worker_stats stats;
+  run_async([&]() -> asio::awaitable<void> {
+    pgqueue::queue q{co_await f.connect(), "q"};
+    id = co_await q.enqueue("{}");
+    pgqueue::worker* self = nullptr;
+    pgqueue::worker w(q,
+                      [&](pgqueue::lease&) -> asio::awaitable<void> {
+                        self->stop();
+                        throw std::runtime_error(message);
+                        co_return;
+                      },
+                      {.concurrency = 1});
+    self = &w;
+    co_await w.run();
+    stats = w.stats();
+  });
+  return {read_job(admin, id), stats};
+}
+
+}  // namespace
+
+TEST_CASE("a handler's message with invalid UTF-8 is stored cleaned and the job requeued",
+          "[worker]") {
+  queue_fixture f;
+  session admin(f.db.dsn());
+  auto [j, stats] = fail_one_job(f, admin, "bad \xff\xfe utf8 \x1b[1m");
+  CHECK(j.state == "ready");
+  CHECK(j.attempts == 1);
+  REQUIRE(j.last_error);
+  CHECK(*j.last_error == "bad ?? utf8 ?[1m");
+  CHECK(stats.failed == 1);
+  CHECK(stats.lost == 0);
+}
+
+TEST_CASE("a 100 kB handler message is stored cut to 2000 bytes", "[worker]") {
+  queue_fixture f;
+  session admin(f.db.dsn());
+  std::string e_acute;  // 2 bytes each: the server's own cut (2000 characters) would keep 4000
+  for (int i = 0; i < 50000; ++i) e_acute += "\xC3\xA9";
+  auto [j, stats] = fail_one_job(f, admin, e_acute);
+  CHECK(j.state == "ready");
+  REQUIRE(j.last_error);
+  CHECK(*j.last_error == e_acute.substr(0, 2000));
+  CHECK(stats.failed == 1);
+}
+
+TEST_CASE("a nack the server refuses is sent again with a fixed reason", "[worker]") {
+  queue_fixture f;
+  session admin(f.db.dsn());
+  // Any reason mentioning "poison" fails the update of the job with SQLSTATE 22021.
+  admin.script(R"(
+    CREATE FUNCTION public.refuse_poison() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+      IF NEW.last_error LIKE '%poison%' THEN
+        RAISE EXCEPTION 'refused' USING ERRCODE = '22021';
+      END IF;
+      RETURN NEW;
+    END $$;
+    CREATE TRIGGER refuse_poison BEFORE UPDATE ON pgqueue.jobs
+      FOR EACH ROW EXECUTE FUNCTION public.refuse_poison();)");
+  auto [j, stats] = fail_one_job(f, admin, "poison");
+  CHECK(j.state == "ready");
+  CHECK(j.attempts == 1);
+  REQUIRE(j.last_error);
+  CHECK(*j.last_error == "the handler failed; the server refused its message (SQLSTATE 22021)");
+  CHECK(stats.failed == 1);
+  CHECK(stats.lost == 0);
+}
+
 TEST_CASE("stop() under load leaves no job claimed and loses none", "[worker]") {
   queue_fixture f;
   session admin(f.db.dsn());
@@ -134,23 +213,24 @@ TEST_CASE("stop() under load leaves no job claimed and loses none", "[worker]") 
   fill(admin, "q", jobs);
   std::map<std::int64_t, int> finished;
   pgqueue::worker_stats stats;
-  run_async([&]() -> asio::awaitable<void> {
-    pgqueue::queue q{co_await f.connect(), "q"};
-    pgqueue::worker* self = nullptr;
-    int started = 0;
-    pgqueue::worker w(
-        q,
-        [&](const pgqueue::job& j) -> asio::awaitable<void> {
-          if (++started == 500) self->stop();
-          // Some handlers outlive the stop timeout and are cancelled.
-          co_await pause(j.id % 10 == 0 ? 5s : 1ms);
-          ++finished[j.id];
-        },
-        {.concurrency = 32, .stop_timeout = 200ms});
-    self = &w;
-    co_await w.run();
-    stats = w.stats();
-  }, 60s);
+  run_async(
+      [&]() -> asio::awaitable<void> {
+        pgqueue::queue q{co_await f.connect(), "q"};
+        pgqueue::worker* self = nullptr;
+        int started = 0;
+        pgqueue::worker w(q,
+                          [&](const pgqueue::job& j) -> asio::awaitable<void> {
+                            if (++started == 500) self->stop();
+                            // Some handlers outlive the stop timeout and are cancelled.
+                            co_await pause(j.id % 10 == 0 ? 5s : 1ms);
+                            ++finished[j.id];
+                          },
+                          {.concurrency = 32, .stop_timeout = 200ms});
+        self = &w;
+        co_await w.run();
+        stats = w.stats();
+      },
+      60s);
   CHECK(count_jobs(admin, "claimed") == 0);
   CHECK(count_jobs(admin, "done") == static_cast<std::int64_t>(stats.acked));
   CHECK(count_jobs(admin, "done") + count_jobs(admin, "ready") == jobs);
