@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -43,8 +44,9 @@ struct worker_stats {
 /// returns, nacks with the exception's message when it throws (ill-formed UTF-8 and control
 /// bytes but \t and \n as '?', cut to 2000 bytes; a message the server still refuses is replaced
 /// by a fixed one naming the SQLSTATE). Claims in batches and coalesces acks when busy, waits
-/// on notifications when idle, and runs the janitor when it holds the fleet's janitor lock. Everything runs on the executor that awaits run() and on the queue's
-/// connection. The worker must outlive run().
+/// on notifications when idle, and runs the janitor when it holds the fleet's janitor lock.
+/// Everything runs on the executor that awaits run() and on the queue's connection. The worker must
+/// outlive run().
 class worker {
  public:
   /// `handler` is called as `co_await handler(lease&)` (it may ack/nack itself, or watch
@@ -449,6 +451,16 @@ class worker {
   // One worker per database runs the janitor: whoever holds this session-level advisory lock.
   static constexpr std::int64_t janitor_lock_key = 8100266002545501542;
 
+  // Takes the janitor lock unless this session holds it already: advisory locks are
+  // re-entrant, so another worker on the same connection would take it a second time (and
+  // both would run the janitor). pg_locks shows a bigint key as its high and low 32 bits
+  // (classid, objid) with objsubid 1. True when this call took it.
+  static constexpr std::string_view take_janitor_lock_sql =
+      "SELECT CASE WHEN EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' "
+      "AND pid = pg_backend_pid() AND granted AND classid = ($1::bigint >> 32)::oid "
+      "AND objid = ($1::bigint & 4294967295)::oid AND objsubid = 1) "
+      "THEN false ELSE pg_try_advisory_lock($1) END";
+
   asio::awaitable<void> janitor_loop() {
     bool leader = false;
     std::uint64_t session = 0;  // the lock is the session's: a reconnect loses it
@@ -460,24 +472,30 @@ class worker {
           if (leader && session != q_.db().reconnects()) leader = false;
           if (!leader) {
             session = q_.db().reconnects();
-            auto r = co_await q_.db().query("SELECT pg_try_advisory_lock($1)", {janitor_lock_key});
+            auto r = co_await q_.db().query(take_janitor_lock_sql, {janitor_lock_key});
             leader = r.get<bool>(0, 0) && session == q_.db().reconnects();
           }
           if (leader) {
             auto r = co_await q_.db().query("SELECT pgqueue.janitor_reset_stale_claims()");
             stats_.janitor_reset += r.get<std::int64_t>(0, 0);
           }
+        } catch (const error& e) {
+          // A dropped session took the lock with it; a failed statement (a statement_timeout,
+          // a deadlock) did not: the lock is still held, once, and kept.
+          if (detail::lease_state::connection_fault(e) || !q_.db().is_open()) leader = false;
         } catch (const std::exception&) {
-          leader = false;  // connection trouble: try again next time (the lock may be gone)
+          // Not from the server (e.g. an unreadable answer): the lock is as it was.
         }
       }
       co_await changed_->wait(std::chrono::duration_cast<std::chrono::milliseconds>(
           std::max(next - clock::now(), clock::duration(std::chrono::milliseconds(1)))));
     }
-    if (leader) {
+    // Exactly the one lock taken, and only on the session that took it.
+    if (leader && session == q_.db().reconnects()) {
       try {
         co_await q_.db().query("SELECT pg_advisory_unlock($1)", {janitor_lock_key});
       } catch (const std::exception&) {
+        // The session is gone (and the lock with it), or it ends with the connection.
       }
     }
     janitor_running_ = false;

@@ -1,4 +1,5 @@
 // pgqueue::worker: drains with concurrency, nacks failures, stops without losing jobs.
+#include <algorithm>
 #include <map>
 #include <utility>
 
@@ -274,6 +275,96 @@ TEST_CASE("one worker in the fleet runs the janitor", "[worker][janitor]") {
   });
   CHECK(a_stats.janitor_reset + b_stats.janitor_reset == 1);
   CHECK(count_jobs(admin, "done") == 1);
+}
+
+namespace {
+
+constexpr const char* janitor_lock_key = "8100266002545501542";
+
+// Replaces the janitor's statement in the fixture's database by a spy that fails with
+// SQLSTATE 57014 (as a statement_timeout would) on its first `failures` calls, then counts
+// each call as one job reset and sends a NOTIFY on channel 'janitor_ran'.
+void spy_on_janitor(session& admin, int failures) {
+  // A sequence counts the calls: unlike a table, it is not rolled back with a failed call.
+  admin.script("CREATE SEQUENCE public.janitor_calls;");
+  admin.script(R"(
+    CREATE OR REPLACE FUNCTION pgqueue.janitor_reset_stale_claims(
+      p_grace interval DEFAULT '0 seconds'::interval)
+    RETURNS int LANGUAGE plpgsql AS $$
+    DECLARE v_n int;
+    BEGIN
+      v_n := nextval('public.janitor_calls');
+      IF v_n <= )" +
+               std::to_string(failures) + R"( THEN
+        RAISE EXCEPTION 'canceling statement due to statement timeout' USING ERRCODE = '57014';
+      END IF;
+      PERFORM pg_notify('janitor_ran', v_n::text);
+      RETURN 1;
+    END $$;)");
+}
+
+// Waits for `n` notifications on `sub` (bounded by the test's run_async limit).
+asio::awaitable<void> notifications(pgqueue::pg::subscription& sub, int n) {
+  for (int i = 0; i < n; ++i) co_await sub.next();
+}
+
+}  // namespace
+
+TEST_CASE("two workers on one connection: exactly one runs the janitor", "[worker][janitor]") {
+  queue_fixture f;
+  session admin(f.db.dsn());
+  spy_on_janitor(admin, 0);
+  pgqueue::worker_stats a_stats, b_stats;
+  run_async([&]() -> asio::awaitable<void> {
+    auto db = co_await f.connect();
+    auto watcher = co_await f.connect();
+    auto ran = co_await watcher.subscribe("janitor_ran");
+    pgqueue::queue q{db, "q"};
+    auto noop = [](const pgqueue::job&) -> asio::awaitable<void> { co_return; };
+    pgqueue::worker a(q, noop, {.janitor_interval = 10ms});
+    pgqueue::worker b(q, noop, {.janitor_interval = 10ms});
+    auto watch = [&]() -> asio::awaitable<void> {
+      co_await notifications(ran, 10);
+      a.stop();
+      b.stop();
+    };
+    using namespace asio::experimental::awaitable_operators;
+    co_await (a.run() && b.run() && watch());
+    a_stats = a.stats();
+    b_stats = b.stats();
+    // The one lock taken was given back: another session can take it.
+    CHECK(*admin.scalar("SELECT pg_try_advisory_lock($1)", {janitor_lock_key}) == "t");
+  });
+  CHECK(a_stats.janitor_reset + b_stats.janitor_reset >= 10);
+  CHECK(std::min(a_stats.janitor_reset, b_stats.janitor_reset) == 0);
+}
+
+TEST_CASE("a janitor statement that fails keeps the lock once, and stop() gives it back",
+          "[worker][janitor]") {
+  queue_fixture f;
+  session admin(f.db.dsn());
+  spy_on_janitor(admin, 3);
+  pgqueue::worker_stats stats;
+  run_async([&]() -> asio::awaitable<void> {
+    auto watcher = co_await f.connect();
+    auto ran = co_await watcher.subscribe("janitor_ran");
+    pgqueue::queue q{co_await f.connect(), "q"};
+    auto noop = [](const pgqueue::job&) -> asio::awaitable<void> { co_return; };
+    pgqueue::worker w(q, noop, {.janitor_interval = 10ms});
+    auto watch = [&]() -> asio::awaitable<void> {
+      co_await notifications(ran, 2);  // the 4th and 5th calls: after three failures
+      w.stop();
+    };
+    using namespace asio::experimental::awaitable_operators;
+    co_await (w.run() && watch());
+    stats = w.stats();
+    // The worker's connection is still open (as an application's would be), yet the lock is
+    // free: it was held once, not once per try.
+    CHECK(q.db().is_open());
+    CHECK(*admin.scalar("SELECT pg_try_advisory_lock($1)", {janitor_lock_key}) == "t");
+  });
+  CHECK(stats.janitor_reset >= 2);
+  CHECK(admin.integer("SELECT last_value FROM public.janitor_calls") >= 5);
 }
 
 }  // namespace queue_worker_test
