@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -20,6 +21,7 @@
 #include <asio/this_coro.hpp>
 #include <asio/use_awaitable.hpp>
 
+#include "pgqueue/detail/error_text.hpp"
 #include "pgqueue/detail/event.hpp"
 #include "pgqueue/detail/shield.hpp"
 #include "pgqueue/lease.hpp"
@@ -30,19 +32,21 @@ namespace pgqueue {
 
 /// Counters of what a worker did (read them from the worker's executor, e.g. after run()).
 struct worker_stats {
-  std::uint64_t claimed = 0;   ///< jobs claimed
-  std::uint64_t acked = 0;     ///< handler returned, job marked done
-  std::uint64_t failed = 0;    ///< handler threw, job nacked (retried later, or dead)
-  std::uint64_t lost = 0;      ///< lease lost (or ack unconfirmed) before the job could finish
-  std::uint64_t released = 0;  ///< given back unfinished at stop()
+  std::uint64_t claimed = 0;        ///< jobs claimed
+  std::uint64_t acked = 0;          ///< handler returned, job marked done
+  std::uint64_t failed = 0;         ///< handler threw, job nacked (retried later, or dead)
+  std::uint64_t lost = 0;           ///< lease lost (or ack unconfirmed) before the job could finish
+  std::uint64_t released = 0;       ///< given back unfinished at stop()
   std::uint64_t janitor_reset = 0;  ///< expired leases this worker's janitor took back
 };
 
 /// Runs a handler for each job of a queue, `concurrency` at a time: acks when the handler
-/// returns, nacks with the exception's message when it throws. Claims in batches and coalesces
-/// acks when busy, waits on notifications when idle, and runs the janitor when it holds the
-/// fleet's janitor lock. Everything runs on the executor that awaits run() and on the queue's
-/// connection. The worker must outlive run().
+/// returns, nacks with the exception's message when it throws (ill-formed UTF-8 and control
+/// bytes but \t and \n as '?', cut to 2000 bytes; a message the server still refuses is replaced
+/// by a fixed one naming the SQLSTATE). Claims in batches and coalesces acks when busy, waits
+/// on notifications when idle, and runs the janitor when it holds the fleet's janitor lock.
+/// Everything runs on the executor that awaits run() and on the queue's connection. The worker must
+/// outlive run().
 class worker {
  public:
   /// `handler` is called as `co_await handler(lease&)` (it may ack/nack itself, or watch
@@ -318,7 +322,8 @@ class worker {
     try {
       co_await handler_(l);
     } catch (const std::exception& e) {
-      failure = e.what();
+      // Any text may come from a handler; the server refuses some (invalid UTF-8, NUL).
+      failure = detail::clean_error_text(e.what());
     } catch (...) {
       failure = "handler threw a non-standard exception";
     }
@@ -334,8 +339,7 @@ class worker {
       } else if (forced_) {
         co_await give_back(l);
       } else if (failure) {
-        co_await l.nack(*failure);
-        ++stats_.failed;
+        co_await nack_failed(l, std::move(*failure));
       } else if (options_.coalesce_acks) {
         to_ack_.push_back(l.detach_for_ack());
         // The claim loop takes the acks with its next claim (this job's slot is free now, so
@@ -351,6 +355,37 @@ class worker {
     --in_flight_;
     std::erase(handlers_, self);
     changed_->notify();
+  }
+
+  // Nacks with the handler's message. Should the server still refuse it (a statement error,
+  // not a connection fault: e.g. a trigger, or an encoding that cannot hold the text), nacks
+  // again once with a fixed ASCII reason, so the job is retried now rather than when its lease
+  // expires. Throws what the last nack throws.
+  asio::awaitable<void> nack_failed(lease& l, std::string reason) {
+    std::string refused;
+    try {
+      co_await l.nack(std::move(reason));
+      ++stats_.failed;
+      co_return;
+    } catch (const error& e) {
+      if (e.code() != pg::errc::server_error) throw;
+      refused = e.sqlstate();
+    }
+    // The first nack finished the lease; this one goes through its state, like its
+    // destructor's nack.
+    const auto s = l.state_;
+    pg::params p{s->the_job.id, s->worker_id,
+                 "the handler failed; the server refused its message (SQLSTATE " +
+                     detail::clean_error_text(refused, 5) + ")",
+                 s->token};
+    bool repeated = false;
+    auto r =
+        co_await s->settle("SELECT pgqueue.nack($1, $2, $3, NULL, $4)", std::move(p), &repeated);
+    if (r.get<std::string>(0, 0) == "lost") {
+      ++stats_.lost;  // taken back meanwhile (or, after a repeat, outcome unknown)
+    } else {
+      ++stats_.failed;
+    }
   }
 
   // Sends finished jobs in one ack_batch; those finishing meanwhile wait for the next.
@@ -416,6 +451,16 @@ class worker {
   // One worker per database runs the janitor: whoever holds this session-level advisory lock.
   static constexpr std::int64_t janitor_lock_key = 8100266002545501542;
 
+  // Takes the janitor lock unless this session holds it already: advisory locks are
+  // re-entrant, so another worker on the same connection would take it a second time (and
+  // both would run the janitor). pg_locks shows a bigint key as its high and low 32 bits
+  // (classid, objid) with objsubid 1. True when this call took it.
+  static constexpr std::string_view take_janitor_lock_sql =
+      "SELECT CASE WHEN EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' "
+      "AND pid = pg_backend_pid() AND granted AND classid = ($1::bigint >> 32)::oid "
+      "AND objid = ($1::bigint & 4294967295)::oid AND objsubid = 1) "
+      "THEN false ELSE pg_try_advisory_lock($1) END";
+
   asio::awaitable<void> janitor_loop() {
     bool leader = false;
     std::uint64_t session = 0;  // the lock is the session's: a reconnect loses it
@@ -427,24 +472,30 @@ class worker {
           if (leader && session != q_.db().reconnects()) leader = false;
           if (!leader) {
             session = q_.db().reconnects();
-            auto r = co_await q_.db().query("SELECT pg_try_advisory_lock($1)", {janitor_lock_key});
+            auto r = co_await q_.db().query(take_janitor_lock_sql, {janitor_lock_key});
             leader = r.get<bool>(0, 0) && session == q_.db().reconnects();
           }
           if (leader) {
             auto r = co_await q_.db().query("SELECT pgqueue.janitor_reset_stale_claims()");
             stats_.janitor_reset += r.get<std::int64_t>(0, 0);
           }
+        } catch (const error& e) {
+          // A dropped session took the lock with it; a failed statement (a statement_timeout,
+          // a deadlock) did not: the lock is still held, once, and kept.
+          if (detail::lease_state::connection_fault(e) || !q_.db().is_open()) leader = false;
         } catch (const std::exception&) {
-          leader = false;  // connection trouble: try again next time (the lock may be gone)
+          // Not from the server (e.g. an unreadable answer): the lock is as it was.
         }
       }
       co_await changed_->wait(std::chrono::duration_cast<std::chrono::milliseconds>(
           std::max(next - clock::now(), clock::duration(std::chrono::milliseconds(1)))));
     }
-    if (leader) {
+    // Exactly the one lock taken, and only on the session that took it.
+    if (leader && session == q_.db().reconnects()) {
       try {
         co_await q_.db().query("SELECT pg_advisory_unlock($1)", {janitor_lock_key});
       } catch (const std::exception&) {
+        // The session is gone (and the lock with it), or it ends with the connection.
       }
     }
     janitor_running_ = false;
@@ -458,7 +509,7 @@ class worker {
   bool stopping_ = false;
   bool forced_ = false;
   bool ack_in_flight_ = false;
-  bool idle_ = false;  // the claim loop waits for jobs to appear
+  bool idle_ = false;           // the claim loop waits for jobs to appear
   bool acks_repeated_ = false;  // to_ack_ holds acks a dropped connection may have applied
   bool janitor_running_ = false;
   int in_flight_ = 0;

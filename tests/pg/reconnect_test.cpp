@@ -93,6 +93,59 @@ TEST_CASE("a subscription is re-LISTENed and told that it may have missed notifi
   });
 }
 
+TEST_CASE("a COPY fails alone; the session is replaced and the connection keeps working",
+          "[pg][reconnect]") {
+  pgq_test::scratch_database db(false);
+  pgq_test::run_async([&]() -> asio::awaitable<void> {
+    auto [conn, sender] = co_await connect_pair(db.dsn());
+    auto sub = co_await conn.subscribe("jobs");
+    const int old_pid = conn.backend_pid();
+
+    auto e = co_await expect_error(conn.query("COPY (SELECT 1) TO STDOUT"));
+    CHECK(e.code() == pg::errc::protocol_error);
+    CHECK(std::string(e.what()) == "COPY is not supported on a pgqueue::pg connection");
+
+    // The same handle goes on, on a new session.
+    auto r = co_await conn.query("SELECT 1");
+    CHECK(r.get<int>(0, 0) == 1);
+    CHECK(conn.is_open());
+    CHECK(conn.reconnects() == 1);
+    CHECK(conn.backend_pid() != old_pid);
+
+    // The subscription was re-LISTENed: the marker, then a NOTIFY sent now.
+    auto marker = co_await sub.next();
+    CHECK(marker.reconnected);
+    co_await sender.query("SELECT pg_notify('jobs', 'after copy')");
+    auto n = co_await sub.next();
+    CHECK_FALSE(n.reconnected);
+    CHECK(n.payload == "after copy");
+
+    // Once more, with other requests around it: those sent before and after the COPY in one
+    // pipeline fail as on a dropped session; a later one runs.
+    std::vector<asio::awaitable<pg::result>> batch;
+    batch.push_back(conn.query("SELECT pg_sleep(0.2)"));
+    batch.push_back(conn.query("COPY (SELECT 1) TO STDOUT"));
+    batch.push_back(conn.query("SELECT 2"));
+    auto outcomes = co_await gather(std::move(batch));
+    REQUIRE(outcomes[0].value);
+    REQUIRE(outcomes[1].failure);
+    CHECK(outcomes[1].failure->code() == pg::errc::protocol_error);
+    REQUIRE(outcomes[2].failure);
+    CHECK(outcomes[2].failure->code() == pg::errc::connection_lost);
+    auto again = co_await conn.query("SELECT 3");
+    CHECK(again.get<int>(0, 0) == 3);
+    CHECK(conn.reconnects() == 2);
+
+    // In a script (out of pipeline mode) too.
+    auto in_script =
+        co_await expect_error(conn.execute_script("SELECT 1; COPY (SELECT 1) TO STDOUT"));
+    CHECK(in_script.code() == pg::errc::protocol_error);
+    auto after_script = co_await conn.query("SELECT 4");
+    CHECK(after_script.get<int>(0, 0) == 4);
+    CHECK(conn.reconnects() == 3);
+  });
+}
+
 TEST_CASE("a session lost inside a transaction block is not replaced", "[pg][reconnect]") {
   pgq_test::scratch_database db(false);
   pgq_test::run_async([&]() -> asio::awaitable<void> {

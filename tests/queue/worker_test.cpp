@@ -1,5 +1,7 @@
 // pgqueue::worker: drains with concurrency, nacks failures, stops without losing jobs.
+#include <algorithm>
 #include <map>
+#include <utility>
 
 #include <pgqueue/pgqueue.hpp>
 
@@ -16,9 +18,10 @@ namespace {
 
 // Enqueues `n` jobs {"i": k} in batches through the SQL API.
 void fill(session& s, const std::string& queue, int n) {
-  s.query("SELECT pgqueue.enqueue_batch($1, array_agg(jsonb_build_object('i', g))) "
-          "FROM generate_series(1, $2) g",
-          {queue, std::to_string(n)});
+  s.query(
+      "SELECT pgqueue.enqueue_batch($1, array_agg(jsonb_build_object('i', g))) "
+      "FROM generate_series(1, $2) g",
+      {queue, std::to_string(n)});
 }
 
 }  // namespace
@@ -30,24 +33,25 @@ TEST_CASE("the worker drains 10,000 jobs with concurrency 16, each acked once", 
   fill(admin, "q", jobs);
   std::map<std::int64_t, int> runs;
   pgqueue::worker_stats stats;
-  run_async([&]() -> asio::awaitable<void> {
-    pgqueue::queue q{co_await f.connect(), "q"};
-    int max_parallel = 0, parallel = 0;
-    pgqueue::worker* self = nullptr;
-    pgqueue::worker w(
-        q,
-        [&](const pgqueue::job& j) -> asio::awaitable<void> {
-          max_parallel = std::max(max_parallel, ++parallel);
-          co_await pause(0ms);  // yield so handlers overlap
-          --parallel;
-          if (++runs[j.id] && runs.size() == jobs) self->stop();
-        },
-        {.concurrency = 16});
-    self = &w;
-    co_await w.run();
-    stats = w.stats();
-    CHECK(max_parallel == 16);
-  }, 120s);
+  run_async(
+      [&]() -> asio::awaitable<void> {
+        pgqueue::queue q{co_await f.connect(), "q"};
+        int max_parallel = 0, parallel = 0;
+        pgqueue::worker* self = nullptr;
+        pgqueue::worker w(q,
+                          [&](const pgqueue::job& j) -> asio::awaitable<void> {
+                            max_parallel = std::max(max_parallel, ++parallel);
+                            co_await pause(0ms);  // yield so handlers overlap
+                            --parallel;
+                            if (++runs[j.id] && runs.size() == jobs) self->stop();
+                          },
+                          {.concurrency = 16});
+        self = &w;
+        co_await w.run();
+        stats = w.stats();
+        CHECK(max_parallel == 16);
+      },
+      120s);
   CHECK(runs.size() == jobs);
   CHECK(std::all_of(runs.begin(), runs.end(), [](auto& r) { return r.second == 1; }));
   CHECK(stats.acked == jobs);
@@ -67,30 +71,31 @@ TEST_CASE("a worker with 3 connections claims on three sessions and runs each jo
   std::map<std::int64_t, int> runs;
   std::int64_t sessions_while_running = 0;
   pgqueue::worker_stats stats;
-  run_async([&]() -> asio::awaitable<void> {
-    auto ex = co_await asio::this_coro::executor;
-    pgqueue::queue q{co_await pgqueue::connect(ex, dsn), "q"};
-    const auto no_sessions = pgqueue::worker_options{.concurrency = 2, .connections = 0};
-    const auto too_many = pgqueue::worker_options{.concurrency = 2, .connections = 3};
-    auto noop = [](const pgqueue::job&) -> asio::awaitable<void> { co_return; };
-    CHECK_THROWS_AS(pgqueue::worker(q, noop, no_sessions), pgqueue::error);
-    CHECK_THROWS_AS(pgqueue::worker(q, noop, too_many), pgqueue::error);
-    pgqueue::worker* self = nullptr;
-    pgqueue::worker w(
-        q,
-        [&](const pgqueue::job& j) -> asio::awaitable<void> {
-          if (runs.empty()) sessions_while_running = admin.integer(sessions);
-          co_await pause(0ms);
-          if (++runs[j.id] && runs.size() == jobs) self->stop();
-        },
-        {.concurrency = 12, .connections = 3});
-    self = &w;
-    co_await w.run();
-    stats = w.stats();
-    // The two sessions the worker opened are closed when run() returns.
-    const bool closed = co_await eventually([&] { return admin.integer(sessions) == 1; });
-    CHECK(closed);
-  }, 120s);
+  run_async(
+      [&]() -> asio::awaitable<void> {
+        auto ex = co_await asio::this_coro::executor;
+        pgqueue::queue q{co_await pgqueue::connect(ex, dsn), "q"};
+        const auto no_sessions = pgqueue::worker_options{.concurrency = 2, .connections = 0};
+        const auto too_many = pgqueue::worker_options{.concurrency = 2, .connections = 3};
+        auto noop = [](const pgqueue::job&) -> asio::awaitable<void> { co_return; };
+        CHECK_THROWS_AS(pgqueue::worker(q, noop, no_sessions), pgqueue::error);
+        CHECK_THROWS_AS(pgqueue::worker(q, noop, too_many), pgqueue::error);
+        pgqueue::worker* self = nullptr;
+        pgqueue::worker w(q,
+                          [&](const pgqueue::job& j) -> asio::awaitable<void> {
+                            if (runs.empty()) sessions_while_running = admin.integer(sessions);
+                            co_await pause(0ms);
+                            if (++runs[j.id] && runs.size() == jobs) self->stop();
+                          },
+                          {.concurrency = 12, .connections = 3});
+        self = &w;
+        co_await w.run();
+        stats = w.stats();
+        // The two sessions the worker opened are closed when run() returns.
+        const bool closed = co_await eventually([&] { return admin.integer(sessions) == 1; });
+        CHECK(closed);
+      },
+      120s);
   CHECK(sessions_while_running == 3);
   CHECK(runs.size() == jobs);
   CHECK(std::all_of(runs.begin(), runs.end(), [](auto& r) { return r.second == 1; }));
@@ -108,14 +113,13 @@ TEST_CASE("a handler that throws leaves the job requeued with the message", "[wo
     pgqueue::queue q{co_await f.connect(), "q"};
     id = co_await q.enqueue("{}");
     pgqueue::worker* self = nullptr;
-    pgqueue::worker w(
-        q,
-        [&](pgqueue::lease&) -> asio::awaitable<void> {
-          self->stop();
-          throw std::runtime_error("smtp timeout");
-          co_return;
-        },
-        {.concurrency = 2});
+    pgqueue::worker w(q,
+                      [&](pgqueue::lease&) -> asio::awaitable<void> {
+                        self->stop();
+                        throw std::runtime_error("smtp timeout");
+                        co_return;
+                      },
+                      {.concurrency = 2});
     self = &w;
     co_await w.run();
     CHECK(w.stats().failed == 1);
@@ -127,6 +131,82 @@ TEST_CASE("a handler that throws leaves the job requeued with the message", "[wo
   CHECK_FALSE(j.due);  // backing off
 }
 
+namespace {
+
+// Runs a worker over one job whose handler throws `message` (and stops the worker); returns
+// the job's row and the worker's stats.
+std::pair<job_row, pgqueue::worker_stats> fail_one_job(queue_fixture& f, session& admin,
+                                                       const std::string& message) {
+  std::int64_t id = 0;
+  pgqueue::worker_stats stats;
+  run_async([&]() -> asio::awaitable<void> {
+    pgqueue::queue q{co_await f.connect(), "q"};
+    id = co_await q.enqueue("{}");
+    pgqueue::worker* self = nullptr;
+    pgqueue::worker w(q,
+                      [&](pgqueue::lease&) -> asio::awaitable<void> {
+                        self->stop();
+                        throw std::runtime_error(message);
+                        co_return;
+                      },
+                      {.concurrency = 1});
+    self = &w;
+    co_await w.run();
+    stats = w.stats();
+  });
+  return {read_job(admin, id), stats};
+}
+
+}  // namespace
+
+TEST_CASE("a handler's message with invalid UTF-8 is stored cleaned and the job requeued",
+          "[worker]") {
+  queue_fixture f;
+  session admin(f.db.dsn());
+  auto [j, stats] = fail_one_job(f, admin, "bad \xff\xfe utf8 \x1b[1m");
+  CHECK(j.state == "ready");
+  CHECK(j.attempts == 1);
+  REQUIRE(j.last_error);
+  CHECK(*j.last_error == "bad ?? utf8 ?[1m");
+  CHECK(stats.failed == 1);
+  CHECK(stats.lost == 0);
+}
+
+TEST_CASE("a 100 kB handler message is stored cut to 2000 bytes", "[worker]") {
+  queue_fixture f;
+  session admin(f.db.dsn());
+  std::string e_acute;  // 2 bytes each: the server's own cut (2000 characters) would keep 4000
+  for (int i = 0; i < 50000; ++i) e_acute += "\xC3\xA9";
+  auto [j, stats] = fail_one_job(f, admin, e_acute);
+  CHECK(j.state == "ready");
+  REQUIRE(j.last_error);
+  CHECK(*j.last_error == e_acute.substr(0, 2000));
+  CHECK(stats.failed == 1);
+}
+
+TEST_CASE("a nack the server refuses is sent again with a fixed reason", "[worker]") {
+  queue_fixture f;
+  session admin(f.db.dsn());
+  // Any reason mentioning "poison" fails the update of the job with SQLSTATE 22021.
+  admin.script(R"(
+    CREATE FUNCTION public.refuse_poison() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+      IF NEW.last_error LIKE '%poison%' THEN
+        RAISE EXCEPTION 'refused' USING ERRCODE = '22021';
+      END IF;
+      RETURN NEW;
+    END $$;
+    CREATE TRIGGER refuse_poison BEFORE UPDATE ON pgqueue.jobs
+      FOR EACH ROW EXECUTE FUNCTION public.refuse_poison();)");
+  auto [j, stats] = fail_one_job(f, admin, "poison");
+  CHECK(j.state == "ready");
+  CHECK(j.attempts == 1);
+  REQUIRE(j.last_error);
+  CHECK(*j.last_error == "the handler failed; the server refused its message (SQLSTATE 22021)");
+  CHECK(stats.failed == 1);
+  CHECK(stats.lost == 0);
+}
+
 TEST_CASE("stop() under load leaves no job claimed and loses none", "[worker]") {
   queue_fixture f;
   session admin(f.db.dsn());
@@ -134,23 +214,24 @@ TEST_CASE("stop() under load leaves no job claimed and loses none", "[worker]") 
   fill(admin, "q", jobs);
   std::map<std::int64_t, int> finished;
   pgqueue::worker_stats stats;
-  run_async([&]() -> asio::awaitable<void> {
-    pgqueue::queue q{co_await f.connect(), "q"};
-    pgqueue::worker* self = nullptr;
-    int started = 0;
-    pgqueue::worker w(
-        q,
-        [&](const pgqueue::job& j) -> asio::awaitable<void> {
-          if (++started == 500) self->stop();
-          // Some handlers outlive the stop timeout and are cancelled.
-          co_await pause(j.id % 10 == 0 ? 5s : 1ms);
-          ++finished[j.id];
-        },
-        {.concurrency = 32, .stop_timeout = 200ms});
-    self = &w;
-    co_await w.run();
-    stats = w.stats();
-  }, 60s);
+  run_async(
+      [&]() -> asio::awaitable<void> {
+        pgqueue::queue q{co_await f.connect(), "q"};
+        pgqueue::worker* self = nullptr;
+        int started = 0;
+        pgqueue::worker w(q,
+                          [&](const pgqueue::job& j) -> asio::awaitable<void> {
+                            if (++started == 500) self->stop();
+                            // Some handlers outlive the stop timeout and are cancelled.
+                            co_await pause(j.id % 10 == 0 ? 5s : 1ms);
+                            ++finished[j.id];
+                          },
+                          {.concurrency = 32, .stop_timeout = 200ms});
+        self = &w;
+        co_await w.run();
+        stats = w.stats();
+      },
+      60s);
   CHECK(count_jobs(admin, "claimed") == 0);
   CHECK(count_jobs(admin, "done") == static_cast<std::int64_t>(stats.acked));
   CHECK(count_jobs(admin, "done") + count_jobs(admin, "ready") == jobs);
@@ -194,6 +275,99 @@ TEST_CASE("one worker in the fleet runs the janitor", "[worker][janitor]") {
   });
   CHECK(a_stats.janitor_reset + b_stats.janitor_reset == 1);
   CHECK(count_jobs(admin, "done") == 1);
+}
+
+namespace {
+
+constexpr const char* janitor_lock_key = "8100266002545501542";
+
+// Replaces the janitor's statement in the fixture's database by a spy that fails with
+// SQLSTATE 57014 (as a statement_timeout would) on its first `failures` calls, then counts
+// each call as one job reset and sends a NOTIFY on channel 'janitor_ran'.
+void spy_on_janitor(session& admin, int failures) {
+  // Claims run the janitor too when it is due (pgqueue.maintain_if_due): never, here, so the
+  // spy counts the worker's calls only.
+  admin.query("UPDATE pgqueue.maintenance SET janitor_due_at = 'infinity'");
+  // A sequence counts the calls: unlike a table, it is not rolled back with a failed call.
+  admin.script("CREATE SEQUENCE public.janitor_calls;");
+  admin.script(R"(
+    CREATE OR REPLACE FUNCTION pgqueue.janitor_reset_stale_claims(
+      p_grace interval DEFAULT '0 seconds'::interval)
+    RETURNS int LANGUAGE plpgsql AS $$
+    DECLARE v_n int;
+    BEGIN
+      v_n := nextval('public.janitor_calls');
+      IF v_n <= )" +
+               std::to_string(failures) + R"( THEN
+        RAISE EXCEPTION 'canceling statement due to statement timeout' USING ERRCODE = '57014';
+      END IF;
+      PERFORM pg_notify('janitor_ran', v_n::text);
+      RETURN 1;
+    END $$;)");
+}
+
+// Waits for `n` notifications on `sub` (bounded by the test's run_async limit).
+asio::awaitable<void> notifications(pgqueue::pg::subscription& sub, int n) {
+  for (int i = 0; i < n; ++i) co_await sub.next();
+}
+
+}  // namespace
+
+TEST_CASE("two workers on one connection: exactly one runs the janitor", "[worker][janitor]") {
+  queue_fixture f;
+  session admin(f.db.dsn());
+  spy_on_janitor(admin, 0);
+  pgqueue::worker_stats a_stats, b_stats;
+  run_async([&]() -> asio::awaitable<void> {
+    auto db = co_await f.connect();
+    auto watcher = co_await f.connect();
+    auto ran = co_await watcher.subscribe("janitor_ran");
+    pgqueue::queue q{db, "q"};
+    auto noop = [](const pgqueue::job&) -> asio::awaitable<void> { co_return; };
+    pgqueue::worker a(q, noop, {.janitor_interval = 10ms});
+    pgqueue::worker b(q, noop, {.janitor_interval = 10ms});
+    auto watch = [&]() -> asio::awaitable<void> {
+      co_await notifications(ran, 10);
+      a.stop();
+      b.stop();
+    };
+    using namespace asio::experimental::awaitable_operators;
+    co_await (a.run() && b.run() && watch());
+    a_stats = a.stats();
+    b_stats = b.stats();
+    // The one lock taken was given back: another session can take it.
+    CHECK(*admin.scalar("SELECT pg_try_advisory_lock($1)", {janitor_lock_key}) == "t");
+  });
+  CHECK(a_stats.janitor_reset + b_stats.janitor_reset >= 10);
+  CHECK(std::min(a_stats.janitor_reset, b_stats.janitor_reset) == 0);
+}
+
+TEST_CASE("a janitor statement that fails keeps the lock once, and stop() gives it back",
+          "[worker][janitor]") {
+  queue_fixture f;
+  session admin(f.db.dsn());
+  spy_on_janitor(admin, 3);
+  pgqueue::worker_stats stats;
+  run_async([&]() -> asio::awaitable<void> {
+    auto watcher = co_await f.connect();
+    auto ran = co_await watcher.subscribe("janitor_ran");
+    pgqueue::queue q{co_await f.connect(), "q"};
+    auto noop = [](const pgqueue::job&) -> asio::awaitable<void> { co_return; };
+    pgqueue::worker w(q, noop, {.janitor_interval = 10ms});
+    auto watch = [&]() -> asio::awaitable<void> {
+      co_await notifications(ran, 2);  // the 4th and 5th calls: after three failures
+      w.stop();
+    };
+    using namespace asio::experimental::awaitable_operators;
+    co_await (w.run() && watch());
+    stats = w.stats();
+    // The worker's connection is still open (as an application's would be), yet the lock is
+    // free: it was held once, not once per try.
+    CHECK(q.db().is_open());
+    CHECK(*admin.scalar("SELECT pg_try_advisory_lock($1)", {janitor_lock_key}) == "t");
+  });
+  CHECK(stats.janitor_reset >= 2);
+  CHECK(admin.integer("SELECT last_value FROM public.janitor_calls") >= 5);
 }
 
 }  // namespace queue_worker_test

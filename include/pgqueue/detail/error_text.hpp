@@ -1,4 +1,4 @@
-// Error text that the server will store whatever it contains (placeholder; see worker-fixes).
+// Text from outside (an exception's what()) made safe to store in a text column.
 #pragma once
 
 #include <algorithm>
@@ -8,44 +8,55 @@
 
 namespace pgqueue::detail {
 
-/// `text` made safe to store as a job's error: invalid UTF-8 and control bytes other than \n
-/// and \t become '?', cut to at most 2000 bytes at a character boundary.
-inline std::string clean_error_text(std::string_view text) {
-  constexpr std::size_t limit = 2000;
+/// Most bytes of error text the worker stores (the server keeps at most 2000 characters).
+inline constexpr std::size_t max_error_text = 2000;
+
+/// The length of the well-formed UTF-8 sequence (RFC 3629: no overlong forms, no surrogates,
+/// nothing above U+10FFFF) starting at `s[i]`, or 0 when none starts there.
+inline std::size_t utf8_sequence_at(std::string_view s, std::size_t i) noexcept {
+  const auto byte = [&](std::size_t k) { return static_cast<unsigned char>(s[k]); };
+  const auto in = [&](std::size_t k, unsigned lo, unsigned hi) {
+    return k < s.size() && byte(k) >= lo && byte(k) <= hi;
+  };
+  const unsigned b = byte(i);
+  if (b < 0x80) return 1;
+  if (b >= 0xC2 && b <= 0xDF) return in(i + 1, 0x80, 0xBF) ? 2 : 0;
+  if (b >= 0xE0 && b <= 0xEF) {
+    // The second byte's range excludes overlong forms (E0) and surrogates (ED).
+    const unsigned lo = b == 0xE0 ? 0xA0 : 0x80;
+    const unsigned hi = b == 0xED ? 0x9F : 0xBF;
+    return in(i + 1, lo, hi) && in(i + 2, 0x80, 0xBF) ? 3 : 0;
+  }
+  if (b >= 0xF0 && b <= 0xF4) {
+    // Overlong forms (F0) and code points above U+10FFFF (F4) are excluded likewise.
+    const unsigned lo = b == 0xF0 ? 0x90 : 0x80;
+    const unsigned hi = b == 0xF4 ? 0x8F : 0xBF;
+    return in(i + 1, lo, hi) && in(i + 2, 0x80, 0xBF) && in(i + 3, 0x80, 0xBF) ? 4 : 0;
+  }
+  return 0;  // a continuation byte, C0/C1 (overlong), or F5..FF
+}
+
+/// `text` as something any server accepts in a text column: each byte that is not part of a
+/// well-formed UTF-8 sequence, and each C0 control byte but \t and \n (NUL included), becomes
+/// '?' (ASCII, so it converts to any server encoding); the result is cut to at most `limit`
+/// bytes at a character boundary. Reads only as much of `text` as it keeps. Never fails
+/// (beyond std::bad_alloc).
+inline std::string clean_error_text(std::string_view text, std::size_t limit = max_error_text) {
   std::string out;
   out.reserve(std::min(text.size(), limit));
   std::size_t i = 0;
   while (i < text.size()) {
-    const auto c = static_cast<unsigned char>(text[i]);
-    std::size_t len = 0;
-    if (c < 0x80) {
-      len = 1;
-    } else if (c >= 0xC2 && c <= 0xDF) {
-      len = 2;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-      len = 3;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-      len = 4;
-    }
-    bool ok = len > 0 && i + len <= text.size();
-    for (std::size_t k = 1; ok && k < len; ++k) {
-      ok = (static_cast<unsigned char>(text[i + k]) & 0xC0) == 0x80;
-    }
-    if (ok && len >= 3) {
-      const auto c1 = static_cast<unsigned char>(text[i + 1]);
-      if (c == 0xE0 && c1 < 0xA0) ok = false;   // overlong
-      if (c == 0xED && c1 >= 0xA0) ok = false;  // surrogate
-      if (c == 0xF0 && c1 < 0x90) ok = false;   // overlong
-      if (c == 0xF4 && c1 >= 0x90) ok = false;  // beyond U+10FFFF
-    }
-    if (!ok) len = 1;
-    if (out.size() + (ok ? len : 1) > limit) break;
-    if (!ok || (len == 1 && (c < 0x20 || c == 0x7F) && c != '\n' && c != '\t')) {
-      out.push_back('?');
+    const std::size_t n = utf8_sequence_at(text, i);
+    const std::size_t keep = n == 0 ? 1 : n;
+    if (out.size() + keep > limit) break;
+    const auto b = static_cast<unsigned char>(text[i]);
+    if (n == 0 || (b < 0x20 && b != '\t' && b != '\n')) {
+      out += '?';
+      i += 1;
     } else {
-      out.append(text.substr(i, len));
+      out.append(text.substr(i, n));
+      i += n;
     }
-    i += len;
   }
   return out;
 }

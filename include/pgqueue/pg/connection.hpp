@@ -43,7 +43,9 @@ class connection {
   /// are unaffected; `errc::connection_lost`/`closed` if the session ends first (or while
   /// reconnecting, if no new session comes within `reconnect_wait`); `errc::statement_timeout`
   /// when the client-side statement deadline passes;
-  /// `errc::invalid_argument` for SQL text with a NUL byte or more than 65535 parameters.
+  /// `errc::invalid_argument` for SQL text with a NUL byte or more than 65535 parameters;
+  /// `errc::protocol_error` for a statement this layer cannot follow (COPY): its session is
+  /// then replaced as if dropped (other requests sent on it fail with `connection_lost`).
   /// If cancelled after sending, the statement still runs on the server; its answer is
   /// discarded and the connection stays usable.
   asio::awaitable<result> query(std::string_view sql, params args = {}) const {

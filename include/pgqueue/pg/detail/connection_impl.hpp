@@ -325,7 +325,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
         it->second = "pgqueue_" + std::to_string(++statement_count_);
         if (PQsendPrepare(conn_.get(), it->second.c_str(), r.sql.c_str(), n, nullptr) != 1) {
           statements_.erase(it);
-          lose_or(errc::protocol_error, "cannot send statement: ");
+          refuse_front("cannot send statement: ");
           return false;
         }
         r.sent_with_parse();
@@ -338,8 +338,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
                                nullptr, 0) == 1;
     }
     if (!sent || PQpipelineSync(conn_.get()) != 1) {
-      // Nothing here depends on the statement itself, so the connection is unusable.
-      lose_or(errc::protocol_error, "cannot send statement: ");
+      refuse_front("cannot send statement: ");
       return false;
     }
     return true;
@@ -349,11 +348,11 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
   // mode, so the pipeline is idle here and is left for the duration of the script.
   bool start_script(const request& r) {
     if (PQexitPipelineMode(conn_.get()) != 1) {
-      lose_or(errc::protocol_error, "cannot leave pipeline mode for a script: ");
+      refuse_front("cannot leave pipeline mode for a script: ");
       return false;
     }
     if (PQsendQuery(conn_.get(), r.sql.c_str()) != 1) {
-      lose_or(errc::protocol_error, "cannot send script: ");
+      refuse_front("cannot send script: ");
       return false;
     }
     script_running_ = true;
@@ -366,7 +365,12 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
     pop_front(in_flight_)->finish();
     if (state_ != state::open) return false;
     if (PQenterPipelineMode(conn_.get()) != 1) {
-      lose_or(errc::protocol_error, "cannot re-enter pipeline mode after a script: ");
+      if (PQstatus(conn_.get()) == CONNECTION_BAD) {
+        lose_connection();
+      } else {
+        discard_session(nullptr,
+                        "cannot re-enter pipeline mode after a script: " + libpq_message());
+      }
       return false;
     }
     return true;
@@ -407,7 +411,9 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
         case PGRES_COPY_IN:
         case PGRES_COPY_OUT:
         case PGRES_COPY_BOTH:
-          lose(errc::protocol_error, "COPY is not supported on a pgqueue::pg connection");
+          // The session now waits for COPY data this layer never sends or reads.
+          discard_session(pop_front(in_flight_),
+                          "COPY is not supported on a pgqueue::pg connection");
           return false;
         default:
           in_flight_.front()->add(std::move(res));
@@ -437,10 +443,22 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
     lose(errc::connection_lost, std::move(msg));
   }
 
-  // A libpq call failed: if the connection broke that is the real cause, else `code`.
-  void lose_or(errc code, const std::string& what) {
+  // Sending the first queued request failed: if the connection broke that is the real cause;
+  // otherwise the request fails with errc::protocol_error and the session is discarded.
+  void refuse_front(const std::string& what) {
     if (PQstatus(conn_.get()) == CONNECTION_BAD) return lose_connection();
-    lose(code, what + libpq_message());
+    discard_session(pop_front(queued_), what + libpq_message());
+  }
+
+  // libpq is in a state this layer does not handle (a COPY, a refused call): `offender` (if
+  // any) fails with errc::protocol_error and `why`, and the session is given up like a dropped
+  // one, since what it would do next is unknown. Other requests sent on it fail with
+  // connection_lost; with `reconnect` on, unsent ones wait for the new session and
+  // subscriptions are LISTENed again there. One bad statement must not end the connection
+  // that every queue and worker on it shares.
+  void discard_session(request_ptr offender, const std::string& why) {
+    lose(errc::connection_lost, "session discarded after an unsupported protocol state: " + why);
+    if (offender) offender->fail(make_error(errc::protocol_error, scrubber_.scrub(why)));
   }
 
   // After each answer (pipeline idle then, when used sequentially): whether the session is
