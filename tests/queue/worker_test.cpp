@@ -446,6 +446,57 @@ TEST_CASE("a terminal cancellation of run() stops now; `||` lets handlers finish
   }
 }
 
+TEST_CASE("run() cancelled while its connection reconnects still ends everything it started",
+          "[worker][cancel]") {
+  queue_fixture f;
+  session admin(f.db.dsn());
+  using namespace asio::experimental::awaitable_operators;
+  int round = 0;
+  for (int connections : {1, 3}) {
+    for (int after_ms : {0, 5, 50, 300}) {
+      const std::string queue = "r" + std::to_string(++round);
+      fill(admin, queue, 60);
+      bool threw_aborted = false;
+      auto elapsed = 0ms;
+      pgqueue::worker_stats stats;
+      run_async([&]() -> asio::awaitable<void> {
+        auto ex = co_await asio::this_coro::executor;
+        pgqueue::queue q{co_await f.connect(), queue};
+        asio::steady_timer some_handled(ex, asio::steady_timer::time_point::max());
+        int handled = 0;
+        pgqueue::worker w(q,
+                          [&](const pgqueue::job&) -> asio::awaitable<void> {
+                            co_await pause(2ms);
+                            if (++handled == 6) some_handled.cancel();
+                          },
+                          {.concurrency = 6, .connections = connections, .janitor_interval = 5ms});
+        // Once jobs flow: the queue's session is terminated, then run() is cancelled while
+        // the connection is (or soon will be) reconnecting.
+        auto drop_then_wait = [&]() -> asio::awaitable<void> {
+          std::error_code ec;
+          co_await some_handled.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+          admin.query("SELECT pg_terminate_backend($1)", {std::to_string(q.db().backend_pid())});
+          co_await pause(std::chrono::milliseconds(after_ms));
+        };
+        const auto start = std::chrono::steady_clock::now();
+        threw_aborted = (co_await (w.run() || drop_then_wait())).index() == 1;
+        elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(
+            std::chrono::steady_clock::now() - start);
+        stats = w.stats();
+      });
+      INFO(connections << " connections, cancelled " << after_ms << " ms after the drop");
+      CHECK(threw_aborted);
+      CHECK(elapsed < 20s);
+      const auto e = ending_of(admin, queue);
+      // A claim whose answer the drop lost leaves its jobs claimed until their leases expire
+      // (at most one claim's worth); every other job is done or was never taken.
+      CHECK(e.claimed <= 6);
+      CHECK(e.claimed + e.done + e.released == e.total);
+      CHECK(stats.failed == 0);
+    }
+  }
+}
+
 namespace {
 
 constexpr const char* janitor_lock_key = "8100266002545501542";
