@@ -64,8 +64,9 @@ int main(int argc, char** argv) {
         },
         {.concurrency = 4, .stop_timeout = 500ms});
 
-    // Stop on SIGINT/SIGTERM. stop() must be called on the worker's executor: the signal
-    // handler runs there, since everything here shares one single-threaded io_context.
+    // Stop on SIGINT/SIGTERM. stop() may be called from any thread (it takes effect on the
+    // worker's strand). Cancelling run() stops it as well: `co_await (worker.run() ||
+    // signals.async_wait(asio::use_awaitable))` stops gracefully, like stop().
     asio::signal_set signals(ex, SIGINT, SIGTERM);
     signals.async_wait([&](std::error_code ec, int signal) {
       if (ec) return;  // cancelled below, once the worker has finished
