@@ -29,8 +29,10 @@ int main(int argc, char** argv) {
   int stop_after_jobs = 40;
   int stop_after_seconds = 0;
   for (int i = 1; i + 1 < argc; ++i) {
-    if (std::string_view(argv[i]) == "--jobs") stop_after_jobs = std::stoi(argv[++i]);
-    else if (std::string_view(argv[i]) == "--seconds") stop_after_seconds = std::stoi(argv[++i]);
+    if (std::string_view(argv[i]) == "--jobs")
+      stop_after_jobs = std::stoi(argv[++i]);
+    else if (std::string_view(argv[i]) == "--seconds")
+      stop_after_seconds = std::stoi(argv[++i]);
   }
 
   return example::run(argc, argv, [&](std::string dsn) -> asio::awaitable<void> {
@@ -64,8 +66,9 @@ int main(int argc, char** argv) {
         },
         {.concurrency = 4, .stop_timeout = 500ms});
 
-    // Stop on SIGINT/SIGTERM. stop() must be called on the worker's executor: the signal
-    // handler runs there, since everything here shares one single-threaded io_context.
+    // Stop on SIGINT/SIGTERM. stop() may be called from any thread (it takes effect on the
+    // worker's strand). Cancelling run() stops it as well: `co_await (worker.run() ||
+    // signals.async_wait(asio::use_awaitable))` stops gracefully, like stop().
     asio::signal_set signals(ex, SIGINT, SIGTERM);
     signals.async_wait([&](std::error_code ec, int signal) {
       if (ec) return;  // cancelled below, once the worker has finished
@@ -89,8 +92,8 @@ int main(int argc, char** argv) {
 
     const auto& s = worker.stats();
     std::printf("worker finished after %.1f s\n", example::seconds_since(start));
-    std::cout << "stats: claimed " << s.claimed << ", acked " << s.acked << ", failed "
-              << s.failed << ", released " << s.released << ", lost " << s.lost << "\n";
+    std::cout << "stats: claimed " << s.claimed << ", acked " << s.acked << ", failed " << s.failed
+              << ", released " << s.released << ", lost " << s.lost << "\n";
 
     // Nothing is lost by stopping: unfinished jobs are ready for the next worker.
     auto r = co_await db.query(

@@ -57,7 +57,12 @@ class lease {
   ~lease() { abandon(); }
 
   /// The job: id, queue, payload (JSON text), priority, attempts, max_attempts.
-  const pgqueue::job& job() const noexcept { return state_->the_job; }
+  /// Throws `errc::lease_finished` for an empty (moved-from) lease; a finished one still
+  /// answers.
+  const pgqueue::job& job() const {
+    if (!state_) throw error(errc::lease_finished, "lease is empty (moved from)");
+    return state_->the_job;
+  }
 
   /// Whether ack, nack or release was already called (or the lease is empty).
   bool finished() const noexcept { return !state_ || state_->finished; }
@@ -69,7 +74,11 @@ class lease {
   /// that claimed the job (the worker's strand for a worker's handler); bind a handler's
   /// operations to it with asio::bind_cancellation_slot, from that executor, to stop work that
   /// no longer counts.
-  asio::cancellation_slot lost_slot() noexcept { return state_->lost_signal.slot(); }
+  /// Throws `errc::lease_finished` for an empty (moved-from) lease.
+  asio::cancellation_slot lost_slot() {
+    if (!state_) throw error(errc::lease_finished, "lease is empty (moved from)");
+    return state_->lost_signal.slot();
+  }
 
   /// Marks the job done. One round trip. Throws `errc::lease_lost` when the job is no longer
   /// held (nothing is changed), `errc::lease_finished` when already finished, or a connection
@@ -296,12 +305,13 @@ class lease {
 };
 
 /// Acks many leases in one round trip and one commit (pgqueue.ack_batch); every lease ends
-/// finished. Returns how many jobs were marked done: a lease that was lost is not, and is not
-/// an error here (compare with `leases.size()`). Throws `lease_finished` if one was already
-/// finished (before anything is sent), or a connection error (the jobs' leases then expire).
-/// Sent again across a reconnect like `lease::ack`; then the count is of the jobs found done by
-/// this worker under their claims (one more round trip).
-/// Cancellation as `lease::ack`.
+/// finished. All must come from handles with one worker id (e.g. one queue handle), else
+/// `errc::invalid_argument` before anything is sent. Returns how many jobs were marked done: a
+/// lease that was lost is not, and is not an error here (compare with `leases.size()`). Throws
+/// `lease_finished` if one was already finished (before anything is sent), or a connection error
+/// (the jobs' leases then expire). Sent again across a reconnect like `lease::ack`; then the count
+/// is of the jobs found done by this worker under their claims (one more round trip). Cancellation
+/// as `lease::ack`.
 inline asio::awaitable<std::size_t> ack_batch(std::vector<lease>& leases) {
   if (leases.empty()) co_return 0;
   const auto state = co_await asio::this_coro::cancellation_state;
@@ -310,14 +320,21 @@ inline asio::awaitable<std::size_t> ack_batch(std::vector<lease>& leases) {
   }
   for (auto& l : leases) {
     if (l.finished()) throw error(errc::lease_finished, "ack_batch: a lease is already finished");
+    // One statement acks for one worker id: leases of handles with other ids would be left
+    // claimed (and run again after their lease expires).
+    if (l.state_->worker_id != leases.front().state_->worker_id) {
+      throw error(errc::invalid_argument,
+                  "ack_batch: the leases were claimed under different worker ids ('" +
+                      leases.front().state_->worker_id + "', '" + l.state_->worker_id +
+                      "'); ack them in one batch per queue handle");
+    }
   }
   std::vector<std::shared_ptr<detail::lease_state>> states;
   for (auto& l : leases) {
-    if (l.lost()) {
-      l.forget();
-    } else {
-      states.push_back(l.detach_for_ack());
-    }
+    // The leases keep their state (finished), so job() still answers afterwards.
+    l.state_->finished = true;
+    l.state_->stop_heartbeat();
+    if (!l.lost()) states.push_back(l.state_);
   }
   if (states.empty()) co_return 0;
   auto op = lease::do_ack_batch(std::move(states));

@@ -7,6 +7,7 @@
 #include <exception>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -14,10 +15,18 @@
 #include <utility>
 #include <vector>
 
+#include <asio/associated_cancellation_slot.hpp>
+#include <asio/associated_executor.hpp>
+#include <asio/async_result.hpp>
 #include <asio/bind_cancellation_slot.hpp>
 #include <asio/cancellation_signal.hpp>
+#include <asio/cancellation_state.hpp>
 #include <asio/co_spawn.hpp>
 #include <asio/detached.hpp>
+#include <asio/dispatch.hpp>
+#include <asio/error.hpp>
+#include <asio/post.hpp>
+#include <asio/strand.hpp>
 #include <asio/this_coro.hpp>
 #include <asio/use_awaitable.hpp>
 
@@ -30,7 +39,8 @@
 
 namespace pgqueue {
 
-/// Counters of what a worker did (read them from the worker's executor, e.g. after run()).
+/// Counters of what a worker did (read them on the worker's strand, e.g. in a handler, or after
+/// run()).
 struct worker_stats {
   std::uint64_t claimed = 0;        ///< jobs claimed
   std::uint64_t acked = 0;          ///< handler returned, job marked done
@@ -45,8 +55,10 @@ struct worker_stats {
 /// bytes but \t and \n as '?', cut to 2000 bytes; a message the server still refuses is replaced
 /// by a fixed one naming the SQLSTATE). Claims in batches and coalesces acks when busy, waits
 /// on notifications when idle, and runs the janitor when it holds the fleet's janitor lock.
-/// Everything runs on the executor that awaits run() and on the queue's connection. The worker must
-/// outlive run().
+/// Its own work and the handlers run on a strand that run() makes of the executor awaiting it
+/// (a multi-threaded io_context is fine); queries run on the connection's strand. stop() may
+/// be called from any thread; cancelling run() stops the worker too (see run()). The worker
+/// must outlive run(), and may be destroyed as soon as run() has returned or thrown.
 class worker {
  public:
   /// `handler` is called as `co_await handler(lease&)` (it may ack/nack itself, or watch
@@ -72,47 +84,80 @@ class worker {
   worker(const worker&) = delete;
   worker& operator=(const worker&) = delete;
 
-  /// Claims and handles jobs until stop(); then lets running handlers finish (up to
+  /// Claims and handles jobs until stopped; then lets running handlers finish (up to
   /// stop_timeout), cancels and releases the rest, waits for pending acks and returns. While
   /// the connection reconnects after a drop it keeps going: claims are sent again, acks whose
   /// outcome was lost are repeated (fenced by lease token) and counted by what the server shows.
-  /// Throws when its own claim fails otherwise (e.g. the connection is closed for good, or
-  /// `reconnect` is off), after the same shutdown.
+  ///
+  /// Everything the worker runs (its claim, ack and janitor loops, the handlers, the lanes of
+  /// `connections` > 1) runs on a strand that run() makes of the awaiting coroutine's
+  /// executor, so a multi-threaded io_context is fine. run() returns (or throws) only once all
+  /// of that has ended and the sessions it opened are closed: the worker may be destroyed as
+  /// soon as run() is done, however it ended. One run() at a time.
+  ///
+  /// Stopping: stop() (any thread), or cancelling run() through Asio per-operation
+  /// cancellation, which run() turns into a stop of the same kind:
+  /// - `partial` or `total` (alone or with `terminal`, as `||` and parallel groups emit):
+  ///   as stop(): no more claims; handlers get stop_timeout to finish.
+  /// - `terminal` alone: stop now: no more claims; running handlers are cancelled at once and
+  ///   their jobs released (ready again, the attempt not counted); a handler cut short inside
+  ///   its own ack, nack or release has its job released if that request did not run.
+  /// A later `terminal` request turns a graceful stop into a stop now. Either way the acks
+  /// of finished jobs are sent before run() ends. To receive every type, run() resets the
+  /// awaiting coroutine's cancellation state to `enable_total_cancellation` on entry, and to
+  /// Asio's default (terminal only) before it ends.
+  ///
+  /// Returns normally after stop(). Throws `operation_aborted` (as `pgqueue::error`) when it
+  /// was cancelled, after the full shutdown (at once, having started nothing, when the
+  /// awaiting coroutine was already cancelled); when its own claim fails otherwise (e.g. the
+  /// connection is closed for good, or `reconnect` is off) it throws that error, after the
+  /// same shutdown.
   asio::awaitable<void> run() {
-    if (options_.connections > 1) {
-      co_await run_lanes();
-      co_return;
-    }
     auto ex = co_await asio::this_coro::executor;
-    changed_.emplace(ex);
-    executor_ = ex;
-    if (options_.janitor_interval.count() > 0) {
-      janitor_running_ = true;
-      asio::co_spawn(ex, janitor_loop(), asio::detached);
+    // A cancellation that came before run() started anything would be lost by the reset below.
+    auto state = co_await asio::this_coro::cancellation_state;
+    if (state.cancelled() != asio::cancellation_type::none) {
+      throw error(asio::error::operation_aborted, "worker::run() cancelled before it started");
+    }
+    co_await asio::this_coro::reset_cancellation_state(asio::enable_total_cancellation());
+    auto ctl = std::make_shared<run_control>(asio::make_strand(ex));
+    {
+      std::lock_guard<std::mutex> lock(control_mutex_);
+      control_ = ctl;
     }
     std::exception_ptr failure;
     try {
-      co_await claim_loop(ex);
+      co_await join(ctl);
     } catch (...) {
-      if (!stopping_) failure = std::current_exception();
+      failure = std::current_exception();
     }
-    stopping_ = true;
-    flush_acks();  // acks that were waiting for a claim that will not come
-    co_await drain();
+    // A cancellation left the state cancelled; the caller's coroutine continues normally.
+    co_await asio::this_coro::reset_cancellation_state();
     if (failure) std::rethrow_exception(failure);
+    if (ctl->cancelled) {
+      throw error(asio::error::operation_aborted, "worker::run() cancelled; the worker stopped");
+    }
   }
 
-  /// Asks run() to stop: no more claims; running handlers get stop_timeout to finish. Call it
-  /// on the worker's executor (e.g. from a signal_set handler).
+  /// Asks run() to stop: no more claims; running handlers get stop_timeout to finish. Any
+  /// thread (it takes effect on the worker's strand; at once when called there, e.g. from a
+  /// handler). Before run(), run() then stops as soon as it starts. Does not wait: run()
+  /// returns when the stop is complete.
   void stop() {
-    if (stopping_) return;
-    stopping_ = true;
-    stop_signal_.emit(asio::cancellation_type::terminal);
-    for (auto& lane : lanes_) lane->stop();
-    if (changed_) changed_->notify();
+    std::shared_ptr<run_control> ctl;
+    {
+      std::lock_guard<std::mutex> lock(control_mutex_);
+      stop_requested_ = true;
+      ctl = control_;
+    }
+    if (!ctl) return;
+    asio::dispatch(ctl->strand, [ctl] {
+      if (ctl->body) ctl->body->request_stop(false);
+    });
   }
 
-  /// What the worker did so far (summed over its sessions).
+  /// What the worker did so far (summed over its sessions). Read it on the worker's strand
+  /// (from a handler) or after run() has returned.
   worker_stats stats() const noexcept {
     if (lanes_.empty()) return stats_;
     worker_stats sum;
@@ -130,54 +175,174 @@ class worker {
 
  private:
   using clock = std::chrono::steady_clock;
+  using strand_type = asio::strand<asio::any_io_executor>;
 
   // A running handler, cancellable once stop_timeout has passed.
   struct running {
     asio::cancellation_signal cancel;
+    bool cancelled = false;
   };
 
+  // What run() shares with its body and with stop requests (from stop() on any thread, or
+  // from run()'s cancellation slot): shared, so a request arriving after the body ended (the
+  // worker may be gone by then) touches nothing freed. `body` and `cancelled` are used on
+  // `strand` only.
+  struct run_control {
+    explicit run_control(strand_type s) : strand(std::move(s)) {}
+    strand_type strand;
+    worker* body = nullptr;  // set while run()'s body runs
+    bool cancelled = false;  // a cancellation of run() reached the body
+  };
+
+  // Runs body() on the control's strand with its own, unconnected cancellation slot (as
+  // detail::shielded does), and completes when it has ended. A cancellation of the awaiting
+  // coroutine reaches the body only as a stop request posted to the strand.
+  asio::awaitable<void> join(std::shared_ptr<run_control> ctl) {
+    return asio::async_initiate<const asio::use_awaitable_t<>&, void(std::exception_ptr)>(
+        [this](auto handler, std::shared_ptr<run_control> ctl) {
+          auto slot = asio::get_associated_cancellation_slot(handler);
+          if (slot.is_connected()) {
+            slot.assign([ctl](asio::cancellation_type_t type) {
+              if (type == asio::cancellation_type::none) return;
+              const bool now =
+                  (type & (asio::cancellation_type::partial | asio::cancellation_type::total)) ==
+                  asio::cancellation_type::none;
+              asio::post(ctl->strand, [ctl, now] {
+                if (!ctl->body) return;  // ended meanwhile
+                ctl->cancelled = true;
+                ctl->body->request_stop(now);
+              });
+            });
+          }
+          // Resumes the caller on its own executor, posted so the body's frames are gone
+          // first; the slot is the caller's, so it is cleared there.
+          auto resume = [h = std::move(handler)](std::exception_ptr e) mutable {
+            auto ex = asio::get_associated_executor(h);
+            asio::post(ex, [h = std::move(h), e]() mutable {
+              asio::get_associated_cancellation_slot(h).clear();
+              std::move(h)(e);
+            });
+          };
+          asio::co_spawn(
+              ctl->strand, body(ctl),
+              asio::bind_cancellation_slot(asio::cancellation_slot(), std::move(resume)));
+        },
+        asio::use_awaitable, std::move(ctl));
+  }
+
+  // run() on the strand: ends only when everything it started has ended.
+  asio::awaitable<void> body(std::shared_ptr<run_control> ctl) {
+    strand_.emplace(ctl->strand);
+    changed_.emplace(*strand_);
+    ctl->body = this;
+    {
+      std::lock_guard<std::mutex> lock(control_mutex_);
+      if (stop_requested_) stopping_ = true;
+    }
+    std::exception_ptr failure;
+    try {
+      if (options_.connections > 1) {
+        co_await run_lanes();
+      } else {
+        co_await serve();
+      }
+    } catch (...) {
+      failure = std::current_exception();
+    }
+    ctl->body = nullptr;
+    if (failure) std::rethrow_exception(failure);
+  }
+
+  // Stops on the strand: gracefully (handlers get stop_timeout) or `now` (handlers cancelled
+  // at once). A second request may only make the stop more urgent.
+  void request_stop(bool now) {
+    if (stopping_ && (!now || stop_now_)) return;
+    stopping_ = true;
+    if (now) stop_now_ = true;
+    stop_signal_.emit(asio::cancellation_type::terminal);
+    for (auto& lane : lanes_) lane->request_stop(now);
+    if (changed_) changed_->notify();
+  }
+
+  // One session's claim loop, then the shutdown: acks flushed, handlers drained, the janitor
+  // ended. Runs on strand_.
+  asio::awaitable<void> serve() {
+    if (options_.janitor_interval.count() > 0) {
+      janitor_running_ = true;
+      asio::co_spawn(*strand_, janitor_loop(), asio::detached);
+    }
+    std::exception_ptr failure;
+    try {
+      co_await claim_loop();
+    } catch (...) {
+      if (!stopping_) failure = std::current_exception();
+    }
+    stopping_ = true;
+    flush_acks();  // acks that were waiting for a claim that will not come
+    co_await drain();
+    if (failure) std::rethrow_exception(failure);
+  }
+
+  // A lane of run_lanes(): serve() on the parent's strand.
+  asio::awaitable<void> serve_on(strand_type strand) {
+    strand_.emplace(std::move(strand));
+    changed_.emplace(*strand_);
+    co_await serve();
+  }
+
   // With `connections` > 1: one single-session worker (a lane) per session, sharing this
-  // worker's handler; the first lane uses the queue's connection and runs the janitor. A lane
-  // that fails stops the others; run() then throws its failure.
+  // worker's handler and strand (so handlers never run at once on two threads); the first lane
+  // uses the queue's connection and runs the janitor. A lane that fails stops the others;
+  // run() then throws its failure. Ends when every lane has ended, the extra sessions closed.
   asio::awaitable<void> run_lanes() {
-    auto ex = co_await asio::this_coro::executor;
-    changed_.emplace(ex);
-    executor_ = ex;
     lanes_.clear();
     const int n = options_.connections;
     std::vector<database> extra;
-    for (int i = 1; i < n; ++i) extra.push_back(co_await q_.db().connect_another());
-    for (int i = 0; i < n; ++i) {
-      worker_options o = options_;
-      o.connections = 1;
-      o.concurrency = options_.concurrency / n + (i < options_.concurrency % n ? 1 : 0);
-      o.claim_batch = std::min(options_.claim_batch, o.concurrency);
-      if (i > 0) o.janitor_interval = std::chrono::milliseconds(0);
-      queue lane_queue = i == 0 ? q_ : queue(extra[i - 1], q_.name(), q_.options());
-      lanes_.push_back(std::make_unique<worker>(
-          std::move(lane_queue), [this](lease& l) { return handler_(l); }, o));
-    }
-    if (stopping_) {
-      for (auto& lane : lanes_) lane->stop();
-    }
-    int left = n;
     std::exception_ptr failure;
-    for (auto& lane : lanes_) {
-      asio::co_spawn(ex, lane->run(), [this, &left, &failure](std::exception_ptr e) {
-        if (e && !failure) {
-          failure = e;
-          stop();
-        }
-        --left;
-        changed_->notify();
-      });
+    try {
+      // A stop cancels a connect in progress (bounded by connect_timeout otherwise).
+      for (int i = 1; i < n && !stopping_; ++i) {
+        extra.push_back(co_await asio::co_spawn(
+            *strand_, q_.db().connect_another(),
+            asio::bind_cancellation_slot(stop_signal_.slot(), asio::use_awaitable)));
+      }
+    } catch (...) {
+      if (!stopping_) failure = std::current_exception();
     }
-    while (left > 0) co_await changed_->wait(std::chrono::seconds(1));
+    if (!failure && !stopping_) {
+      for (int i = 0; i < n; ++i) {
+        worker_options o = options_;
+        o.connections = 1;
+        o.concurrency = options_.concurrency / n + (i < options_.concurrency % n ? 1 : 0);
+        o.claim_batch = std::min(options_.claim_batch, o.concurrency);
+        if (i > 0) o.janitor_interval = std::chrono::milliseconds(0);
+        queue lane_queue = i == 0 ? q_ : queue(extra[i - 1], q_.name(), q_.options());
+        lanes_.push_back(std::make_unique<worker>(
+            std::move(lane_queue), [this](lease& l) { return handler_(l); }, o));
+      }
+      lanes_left_ = n;
+      for (auto& lane : lanes_) {
+        // The completion runs on the strand (the spawn executor); the body outlives it.
+        asio::co_spawn(
+            *strand_, lane->serve_on(*strand_),
+            asio::bind_cancellation_slot(asio::cancellation_slot(), [this](std::exception_ptr e) {
+              if (e && !lane_failure_) {
+                lane_failure_ = e;
+                request_stop(false);
+              }
+              --lanes_left_;
+              changed_->notify();
+            }));
+      }
+      while (lanes_left_ > 0) co_await changed_->wait(std::chrono::seconds(1));
+      failure = lane_failure_;
+    }
     for (auto& db : extra) db.close();
     if (failure) std::rethrow_exception(failure);
   }
 
-  asio::awaitable<void> claim_loop(asio::any_io_executor ex) {
+  asio::awaitable<void> claim_loop() {
+    const auto ex = *strand_;
     while (!stopping_) {
       const int free = options_.concurrency - in_flight_;
       if (free == 0) {
@@ -317,6 +482,19 @@ class worker {
     }
   }
 
+  // A handler cancelled by a forced stop may have been inside its own ack, nack or release,
+  // and the cancellation may have kept that request from being sent (the job would then stay
+  // claimed until its lease expires). A release fenced by worker and lease token settles it,
+  // sent after that request on the same connection: it changes nothing when the request ran,
+  // and gives the job back when it did not. One round trip.
+  asio::awaitable<void> settle_cut_off(lease& l) {
+    const auto s = l.state_;
+    pg::params p{s->the_job.id, s->worker_id, s->token};
+    bool repeated = false;
+    auto r = co_await s->settle("SELECT pgqueue.release($1, $2, $3)", std::move(p), &repeated);
+    if (r.get<bool>(0, 0)) ++stats_.released;
+  }
+
   asio::awaitable<void> run_job(lease l, std::shared_ptr<running> self) {
     std::optional<std::string> failure;
     try {
@@ -332,7 +510,8 @@ class worker {
     co_await asio::this_coro::reset_cancellation_state();
     try {
       if (l.finished()) {
-        // The handler acked or nacked the job itself.
+        // The handler acked, nacked or released the job itself (or began to).
+        if (self->cancelled && l.state_ && !l.lost()) co_await settle_cut_off(l);
       } else if (l.lost()) {
         l.forget();
         ++stats_.lost;
@@ -392,7 +571,7 @@ class worker {
   void flush_acks() {
     if (ack_in_flight_ || to_ack_.empty()) return;
     ack_in_flight_ = true;
-    asio::co_spawn(*executor_, ack_loop(), asio::detached);
+    asio::co_spawn(*strand_, ack_loop(), asio::detached);
   }
 
   asio::awaitable<void> ack_loop() {
@@ -432,13 +611,14 @@ class worker {
 
   asio::awaitable<void> drain() {
     const auto deadline = clock::now() + options_.stop_timeout;
-    while (in_flight_ > 0 && clock::now() < deadline) {
+    while (in_flight_ > 0 && !stop_now_ && clock::now() < deadline) {
       co_await changed_->wait(std::chrono::duration_cast<std::chrono::milliseconds>(
           deadline - clock::now() + std::chrono::milliseconds(1)));
     }
     if (in_flight_ > 0) {
       forced_ = true;
       for (auto handlers = handlers_; auto& r : handlers) {
+        r->cancelled = true;
         r->cancel.emit(asio::cancellation_type::terminal);
       }
     }
@@ -515,7 +695,13 @@ class worker {
   int in_flight_ = 0;
   asio::cancellation_signal stop_signal_;
   std::optional<detail::event> changed_;
-  std::optional<asio::any_io_executor> executor_;
+  std::optional<strand_type> strand_;  // run()'s, or the parent's for a lane
+  std::mutex control_mutex_;           // guards control_ and stop_requested_
+  std::shared_ptr<run_control> control_;
+  bool stop_requested_ = false;  // stop() was called (perhaps before run())
+  bool stop_now_ = false;        // stop without waiting for handlers
+  int lanes_left_ = 0;
+  std::exception_ptr lane_failure_;
   std::vector<std::shared_ptr<running>> handlers_;
   std::vector<std::shared_ptr<detail::lease_state>> to_ack_;
   std::vector<std::unique_ptr<worker>> lanes_;  // with connections > 1: one per session

@@ -75,8 +75,8 @@ TEST_CASE("a refused heartbeat marks the lease lost and fires its signal", "[lea
     // A handler's long wait bound to the lost signal ends when the heartbeat is refused.
     asio::steady_timer work(ex, 30s);
     std::error_code ec;
-    co_await work.async_wait(asio::bind_cancellation_slot(
-        l.lost_slot(), asio::redirect_error(asio::use_awaitable, ec)));
+    co_await work.async_wait(
+        asio::bind_cancellation_slot(l.lost_slot(), asio::redirect_error(asio::use_awaitable, ec)));
     CHECK(ec == asio::error::operation_aborted);
     CHECK(l.lost());
     try {
@@ -94,9 +94,7 @@ TEST_CASE("destroying a lease without ack nacks the job", "[lease]") {
   run_async([&]() -> asio::awaitable<void> {
     pgqueue::queue q{co_await f.connect(), "q"};
     auto id = co_await q.enqueue("{}");
-    {
-      auto l = co_await q.claim();
-    }
+    { auto l = co_await q.claim(); }
     bool nacked = co_await eventually([&] { return read_job(admin, id).state == "ready"; });
     CHECK(nacked);
     auto j = read_job(admin, id);
@@ -165,6 +163,43 @@ TEST_CASE("ack_batch acks many leases in one round trip", "[lease]") {
   });
   CHECK(acked == 5);
   CHECK(count_jobs(admin, "done") == 5);
+}
+
+TEST_CASE("ack_batch: leases keep their job after it, and mixed worker ids are refused",
+          "[lease]") {
+  queue_fixture f;
+  session admin(f.db.dsn());
+  admin.query("SELECT pgqueue.enqueue_batch('q', ARRAY['{}', '{}', '{}']::jsonb[])");
+  run_async([&]() -> asio::awaitable<void> {
+    auto db = co_await f.connect();
+    pgqueue::queue a(db, "q"), b(db, "q");  // two handles: two default worker ids
+    auto mine = co_await a.try_claim_batch(2);
+    auto other = co_await b.try_claim();
+    REQUIRE(mine.size() == 2);
+    REQUIRE(other);
+    std::vector<pgqueue::lease> mixed;
+    mixed.push_back(std::move(mine[1]));
+    mixed.push_back(std::move(*other));
+    std::error_code refused;
+    try {
+      co_await pgqueue::ack_batch(mixed);
+    } catch (const pgqueue::error& e) {
+      refused = e.code();
+    }
+    CHECK(refused == pgqueue::errc::invalid_argument);
+    CHECK_FALSE(mixed[0].finished());
+    CHECK_FALSE(mixed[1].finished());
+    std::vector<pgqueue::lease> one;
+    one.push_back(std::move(mine[0]));
+    one.push_back(std::move(mixed[0]));
+    const auto acked = co_await pgqueue::ack_batch(one);
+    CHECK(acked == 2);
+    CHECK(one[0].finished());
+    CHECK(one[0].job().id > 0);                      // the job is still readable
+    CHECK_THROWS_AS(mine[0].job(), pgqueue::error);  // moved from: a clear error, not a crash
+    co_await mixed[1].ack();
+  });
+  CHECK(count_jobs(admin, "done") == 3);
 }
 
 }  // namespace queue_lease_test

@@ -1,8 +1,11 @@
 // pgqueue::worker: drains with concurrency, nacks failures, stops without losing jobs.
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <utility>
 
+#include <asio/experimental/awaitable_operators.hpp>
+#include <asio/redirect_error.hpp>
 #include <pgqueue/pgqueue.hpp>
 
 #include "support/async.hpp"
@@ -275,6 +278,223 @@ TEST_CASE("one worker in the fleet runs the janitor", "[worker][janitor]") {
   });
   CHECK(a_stats.janitor_reset + b_stats.janitor_reset == 1);
   CHECK(count_jobs(admin, "done") == 1);
+}
+
+namespace {
+
+// How the jobs of `queue` ended after a worker stopped: done at attempt 1, released (ready,
+// the attempt given back), or nacked by the handler (ready later, attempt 1, 'retry').
+struct ending {
+  std::int64_t total, claimed, done, released, nacked;
+};
+
+ending ending_of(session& admin, const std::string& queue) {
+  auto count = [&](const std::string& where) {
+    return admin.integer("SELECT count(*) FROM pgqueue.jobs WHERE queue = $1 AND " + where,
+                         {queue});
+  };
+  return {count("true"), count("state = 'claimed'"), count("state = 'done' AND attempts = 1"),
+          count("state = 'ready' AND attempts = 0"),
+          count("state = 'ready' AND attempts = 1 AND last_error = 'retry' AND run_after > now()")};
+}
+
+bool aborted(const std::exception_ptr& e) {
+  try {
+    if (e) std::rethrow_exception(e);
+  } catch (const pgqueue::error& x) {
+    return x.code() == asio::error::operation_aborted;
+  } catch (...) {
+  }
+  return false;
+}
+
+// A handler that takes a few ms and then ends its job one of three ways: nacked by itself,
+// acked by itself, or returning (acked by the worker).
+asio::awaitable<void> mixed_handler(pgqueue::lease& l) {
+  co_await pause(std::chrono::milliseconds(l.job().id % 4));
+  switch (l.job().id % 3) {
+    case 0:
+      co_await l.nack("retry", std::chrono::hours(1));
+      break;
+    case 1:
+      co_await l.ack();
+      break;
+    default:
+      break;
+  }
+}
+
+}  // namespace
+
+TEST_CASE("run() cancelled at any moment returns once all it started has ended, nothing stranded",
+          "[worker][cancel]") {
+  queue_fixture f;
+  session admin(f.db.dsn());
+  using namespace asio::experimental::awaitable_operators;
+  using trigger = std::function<asio::awaitable<void>()>;
+  std::vector<std::pair<std::string, trigger>> moments;
+  for (int n = 0; n <= 12; ++n) {
+    moments.emplace_back("after " + std::to_string(n) + " hops", [n] { return hops(n); });
+  }
+  for (int ms : {1, 2, 5, 10, 20, 40}) {
+    moments.emplace_back("after " + std::to_string(ms) + " ms",
+                         [ms] { return pause(std::chrono::milliseconds(ms)); });
+  }
+  int round = 0;
+  for (int connections : {1, 3}) {
+    for (bool terminal : {false, true}) {
+      for (auto& [when, start_trigger] : moments) {
+        const std::string queue = "c" + std::to_string(++round);
+        fill(admin, queue, 24);
+        pgqueue::worker_stats stats;
+        bool threw_aborted = false;
+        run_async([&]() -> asio::awaitable<void> {
+          pgqueue::queue q{co_await f.connect(), queue};
+          pgqueue::worker w(q, mixed_handler,
+                            {.concurrency = 6,
+                             .connections = connections,
+                             .janitor_interval = 5ms,
+                             .stop_timeout = 5s});
+          if (terminal) {
+            threw_aborted = aborted(
+                co_await cancelled_by(w.run(), start_trigger(), asio::cancellation_type::terminal));
+          } else {
+            // What an application writes; `||` cancels run() with every type allowed.
+            auto winner = co_await (w.run() || start_trigger());
+            threw_aborted = winner.index() == 1;
+          }
+          stats = w.stats();
+        });  // the worker is gone here, and so is its io_context
+        INFO(connections << " connections, " << (terminal ? "terminal " : "all types ") << when);
+        CHECK(threw_aborted);
+        const auto e = ending_of(admin, queue);
+        CHECK(e.claimed == 0);
+        CHECK(e.done + e.released + e.nacked == e.total);
+        // Each job claimed was acked, nacked by its handler, or released by the worker.
+        CHECK(stats.claimed == static_cast<std::uint64_t>(e.done + e.nacked) + stats.released);
+        CHECK(stats.released <= static_cast<std::uint64_t>(e.released));
+        CHECK(stats.lost == 0);
+        CHECK(stats.failed == 0);
+      }
+    }
+  }
+}
+
+TEST_CASE("a terminal cancellation of run() stops now; `||` lets handlers finish",
+          "[worker][cancel]") {
+  queue_fixture f;
+  session admin(f.db.dsn());
+  constexpr int concurrency = 6;
+  using namespace asio::experimental::awaitable_operators;
+  for (int connections : {1, 3}) {
+    for (bool terminal : {true, false}) {
+      const std::string queue = "s" + std::to_string(connections) + (terminal ? "t" : "g");
+      fill(admin, queue, concurrency);
+      int cut_short = 0;
+      pgqueue::worker_stats stats;
+      bool threw_aborted = false;
+      auto elapsed = 0ms;
+      run_async([&]() -> asio::awaitable<void> {
+        auto ex = co_await asio::this_coro::executor;
+        pgqueue::queue q{co_await f.connect(), queue};
+        // Cancelled when every handler has started: an event, not a guess at the time.
+        asio::steady_timer all_started(ex, asio::steady_timer::time_point::max());
+        int started = 0;
+        pgqueue::worker w(
+            q,
+            [&](const pgqueue::job&) -> asio::awaitable<void> {
+              if (++started == concurrency) all_started.cancel();
+              try {
+                co_await pause(terminal ? 30s : 300ms);
+              } catch (const std::system_error& e) {
+                if (e.code() == asio::error::operation_aborted) ++cut_short;
+                throw;
+              }
+            },
+            {.concurrency = concurrency, .connections = connections, .stop_timeout = 30s});
+        auto wait_started = [&]() -> asio::awaitable<void> {
+          std::error_code ec;
+          co_await all_started.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+        };
+        const auto start = std::chrono::steady_clock::now();
+        if (terminal) {
+          threw_aborted = aborted(
+              co_await cancelled_by(w.run(), wait_started(), asio::cancellation_type::terminal));
+        } else {
+          threw_aborted = (co_await (w.run() || wait_started())).index() == 1;
+        }
+        elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(
+            std::chrono::steady_clock::now() - start);
+        stats = w.stats();
+      });
+      INFO(connections << " connections, " << (terminal ? "terminal" : "||"));
+      CHECK(threw_aborted);
+      const auto e = ending_of(admin, queue);
+      CHECK(e.claimed == 0);
+      if (terminal) {
+        // At once, not after stop_timeout: every handler cancelled, every job given back.
+        CHECK(elapsed < 5s);
+        CHECK(cut_short == concurrency);
+        CHECK(e.released == concurrency);
+        CHECK(stats.released == concurrency);
+      } else {
+        CHECK(cut_short == 0);
+        CHECK(e.done == concurrency);
+        CHECK(stats.acked == concurrency);
+      }
+    }
+  }
+}
+
+TEST_CASE("run() cancelled while its connection reconnects still ends everything it started",
+          "[worker][cancel]") {
+  queue_fixture f;
+  session admin(f.db.dsn());
+  using namespace asio::experimental::awaitable_operators;
+  int round = 0;
+  for (int connections : {1, 3}) {
+    for (int after_ms : {0, 5, 50, 300}) {
+      const std::string queue = "r" + std::to_string(++round);
+      fill(admin, queue, 60);
+      bool threw_aborted = false;
+      auto elapsed = 0ms;
+      pgqueue::worker_stats stats;
+      run_async([&]() -> asio::awaitable<void> {
+        auto ex = co_await asio::this_coro::executor;
+        pgqueue::queue q{co_await f.connect(), queue};
+        asio::steady_timer some_handled(ex, asio::steady_timer::time_point::max());
+        int handled = 0;
+        pgqueue::worker w(q,
+                          [&](const pgqueue::job&) -> asio::awaitable<void> {
+                            co_await pause(2ms);
+                            if (++handled == 6) some_handled.cancel();
+                          },
+                          {.concurrency = 6, .connections = connections, .janitor_interval = 5ms});
+        // Once jobs flow: the queue's session is terminated, then run() is cancelled while
+        // the connection is (or soon will be) reconnecting.
+        auto drop_then_wait = [&]() -> asio::awaitable<void> {
+          std::error_code ec;
+          co_await some_handled.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+          admin.query("SELECT pg_terminate_backend($1)", {std::to_string(q.db().backend_pid())});
+          co_await pause(std::chrono::milliseconds(after_ms));
+        };
+        const auto start = std::chrono::steady_clock::now();
+        threw_aborted = (co_await (w.run() || drop_then_wait())).index() == 1;
+        elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(
+            std::chrono::steady_clock::now() - start);
+        stats = w.stats();
+      });
+      INFO(connections << " connections, cancelled " << after_ms << " ms after the drop");
+      CHECK(threw_aborted);
+      CHECK(elapsed < 20s);
+      const auto e = ending_of(admin, queue);
+      // A claim whose answer the drop lost leaves its jobs claimed until their leases expire
+      // (at most one claim's worth); every other job is done or was never taken.
+      CHECK(e.claimed <= 6);
+      CHECK(e.claimed + e.done + e.released == e.total);
+      CHECK(stats.failed == 0);
+    }
+  }
 }
 
 namespace {

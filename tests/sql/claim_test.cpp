@@ -118,4 +118,24 @@ TEST_CASE("several connections draining one queue claim each job exactly once",
   CHECK(s.integer("SELECT count FROM pgqueue.depth WHERE state = 'done'") == jobs);
 }
 
+TEST_CASE("wait_hint: a due job that cannot be claimed, the next due time, never infinity",
+          "[claim]") {
+  scratch_database db;
+  session s(db.dsn());
+  s.query("SELECT pgqueue.enqueue('q', '{}', NULL, 0, 'infinity')");
+  CHECK(*s.scalar(
+            "SELECT due_now::text || coalesce(next_due::text, '-') FROM pgqueue.wait_hint('q')") ==
+        "false-");
+  s.query("SELECT pgqueue.enqueue('q', '{}', NULL, 0, now() + interval '1 hour')");
+  CHECK(s.integer("SELECT count(*) FROM pgqueue.wait_hint('q') "
+                  "WHERE NOT due_now AND next_due > now() + interval '59 minutes'") == 1);
+  auto id = enqueue(s, "q");
+  session locker(db.dsn());
+  locker.query("BEGIN");
+  locker.query("SELECT 1 FROM pgqueue.jobs WHERE id = $1 FOR UPDATE", {std::to_string(id)});
+  CHECK(claim(s, "q", "w").empty());
+  CHECK(*s.scalar("SELECT due_now FROM pgqueue.wait_hint('q')") == "t");
+  locker.query("ROLLBACK");
+}
+
 }  // namespace sql_claim_test

@@ -57,7 +57,7 @@ TEST_CASE("one transaction sends at most one notification per queue", "[notify]"
   CHECK(b.drain(2000).size() == 1);
 }
 
-TEST_CASE("a job enqueued for later wakes listeners (its due time), a delayed retry does not",
+TEST_CASE("a job enqueued for later and a delayed retry wake listeners (they learn the due time)",
           "[notify]") {
   scratch_database db;
   listener l(db.dsn(), "q");
@@ -69,7 +69,7 @@ TEST_CASE("a job enqueued for later wakes listeners (its due time), a delayed re
   claim(s, "q", "w");
   CHECK(l.drain(2000).size() == 1);
   s.query("SELECT pgqueue.nack($1, 'w', 'later', '1 hour')", {std::to_string(id)});
-  CHECK(l.drain(300).empty());
+  CHECK(l.drain(2000).size() == 1);
 }
 
 TEST_CASE("a direct INSERT into pgqueue.jobs still wakes listeners", "[notify]") {

@@ -670,7 +670,8 @@ BEGIN
   SELECT coalesce(bool_or(p.first_run_after <= now()), false),
          min((SELECT j.run_after FROM pgqueue.jobs j
                WHERE j.queue = p_queue AND j.state = 'ready' AND j.priority = p.priority
-                 AND j.run_after > now() AND j.attempts < j.max_attempts
+                 AND j.run_after > now() AND j.run_after < 'infinity'
+                 AND j.attempts < j.max_attempts
                ORDER BY j.run_after LIMIT 1))
     FROM pgqueue.ready_priorities(p_queue) p;
 END
@@ -846,8 +847,8 @@ AS $$ BEGIN RETURN left(p_error, 2000); END $$;
 
 -- Gives back a job the caller holds after a failure: requeued after a back-off (or after
 -- p_requeue_after when given), or 'dead' when that was its last attempt. Returns 'requeued',
--- 'dead' or 'lost' (the caller no longer holds the lease). Listeners are woken only when the
--- job is claimable at once.
+-- 'dead' or 'lost' (the caller no longer holds the lease). Listeners are woken when it is
+-- requeued (for a later retry too, so an idle claimer learns when it falls due).
 CREATE OR REPLACE FUNCTION pgqueue.nack(
   p_job_id bigint,
   p_worker_id text,
@@ -890,9 +891,8 @@ BEGIN
      SET state = 'ready', run_after = now() + v_delay, last_error = pgqueue.bounded_error(p_error),
          claimed_by = NULL, claimed_at = NULL, lease_until = NULL, updated_at = now()
    WHERE j.id = p_job_id;
-  IF v_delay <= interval '0' THEN
-    PERFORM pgqueue.notify_queue(v_job.queue);
-  END IF;
+  -- Also when the retry is due later: an idle claimer then learns its due time (wait_hint).
+  PERFORM pgqueue.notify_queue(v_job.queue);
   RETURN 'requeued';
 END
 $$;

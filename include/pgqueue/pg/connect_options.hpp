@@ -16,6 +16,8 @@ namespace pgqueue::pg {
 /// prepared statements, session advisory locks. A session lost inside a transaction block (BEGIN
 /// sent as its own statement) is never replaced, since the transaction's later statements would
 /// run outside it: such a connection ends with `connection_lost` as if `reconnect` were false.
+/// A session that a statement leaves in a state this layer cannot follow (a COPY) is given up
+/// the same way, as if dropped; that statement fails with `errc::protocol_error`.
 struct connect_options {
   /// Deadline for one connection attempt (all hosts, TLS and authentication included).
   std::chrono::milliseconds connect_timeout{10000};
