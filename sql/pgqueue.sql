@@ -507,13 +507,22 @@ $$;
 -- Takes back expired leases (janitor_reset_stale_claims) when maintenance is due: at most once
 -- per pgqueue.maintenance.janitor_every across the database, by whichever claim gets there
 -- first. Claims call it, so expired leases come back whatever the fleet claims with. Cost when
--- not due: one read of a one-row table. Returns how many jobs it changed.
+-- not due: a session setting read; each session reads the one-row table at most once a second
+-- (a read per claim cost busy multi-session workers 5-15% of their claims). Returns how many
+-- jobs it changed.
 CREATE OR REPLACE FUNCTION pgqueue.maintain_if_due()
 RETURNS int
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+  v_now float8 := extract(epoch FROM now());
 BEGIN
+  IF v_now < coalesce(nullif(current_setting('pgqueue.maintenance_checked_at', true), ''),
+                      '-infinity')::float8 + 1 THEN
+    RETURN 0;
+  END IF;
+  PERFORM set_config('pgqueue.maintenance_checked_at', v_now::text, false);
   IF (SELECT m.janitor_due_at FROM pgqueue.maintenance m) > now()
      OR NOT pg_try_advisory_xact_lock(8100266002545501543) THEN
     RETURN 0;
