@@ -94,9 +94,7 @@ class lease {
   /// and ack_batch.
   asio::awaitable<void> ack() {
     const auto state = co_await asio::this_coro::cancellation_state;
-    if (state.cancelled() != asio::cancellation_type::none) {
-      throw detail::cancelled_error("ack cancelled before it started; the lease is still held");
-    }
+    detail::throw_if_cancelled(state, "ack cancelled before it started; the lease is still held");
     auto op = do_ack(finish());
     co_await detail::shielded(std::move(op));
   }
@@ -121,9 +119,7 @@ class lease {
                       " ms is negative or beyond what std::chrono::system_clock can represent");
     }
     const auto state = co_await asio::this_coro::cancellation_state;
-    if (state.cancelled() != asio::cancellation_type::none) {
-      throw detail::cancelled_error("nack cancelled before it started; the lease is still held");
-    }
+    detail::throw_if_cancelled(state, "nack cancelled before it started; the lease is still held");
     auto op = do_nack(finish(), detail::clean_error_text(reason), delay);
     co_return co_await detail::shielded(std::move(op));
   }
@@ -133,9 +129,8 @@ class lease {
   /// as `ack`.
   asio::awaitable<void> release() {
     const auto state = co_await asio::this_coro::cancellation_state;
-    if (state.cancelled() != asio::cancellation_type::none) {
-      throw detail::cancelled_error("release cancelled before it started; the lease is still held");
-    }
+    detail::throw_if_cancelled(state,
+                               "release cancelled before it started; the lease is still held");
     auto op = do_release(finish());
     co_await detail::shielded(std::move(op));
   }
@@ -315,9 +310,7 @@ class lease {
 inline asio::awaitable<std::size_t> ack_batch(std::vector<lease>& leases) {
   if (leases.empty()) co_return 0;
   const auto state = co_await asio::this_coro::cancellation_state;
-  if (state.cancelled() != asio::cancellation_type::none) {
-    throw detail::cancelled_error("ack_batch cancelled before it started; the leases are held");
-  }
+  detail::throw_if_cancelled(state, "ack_batch cancelled before it started; the leases are held");
   for (auto& l : leases) {
     if (l.finished()) throw error(errc::lease_finished, "ack_batch: a lease is already finished");
     // One statement acks for one worker id: leases of handles with other ids would be left

@@ -180,7 +180,6 @@ class worker {
   // A running handler, cancellable once stop_timeout has passed.
   struct running {
     asio::cancellation_signal cancel;
-    bool cancelled = false;
   };
 
   // What run() shares with its body and with stop requests (from stop() on any thread, or
@@ -482,19 +481,6 @@ class worker {
     }
   }
 
-  // A handler cancelled by a forced stop may have been inside its own ack, nack or release,
-  // and the cancellation may have kept that request from being sent (the job would then stay
-  // claimed until its lease expires). A release fenced by worker and lease token settles it,
-  // sent after that request on the same connection: it changes nothing when the request ran,
-  // and gives the job back when it did not. One round trip.
-  asio::awaitable<void> settle_cut_off(lease& l) {
-    const auto s = l.state_;
-    pg::params p{s->the_job.id, s->worker_id, s->token};
-    bool repeated = false;
-    auto r = co_await s->settle("SELECT pgqueue.release($1, $2, $3)", std::move(p), &repeated);
-    if (r.get<bool>(0, 0)) ++stats_.released;
-  }
-
   asio::awaitable<void> run_job(lease l, std::shared_ptr<running> self) {
     std::optional<std::string> failure;
     try {
@@ -510,8 +496,8 @@ class worker {
     co_await asio::this_coro::reset_cancellation_state();
     try {
       if (l.finished()) {
-        // The handler acked, nacked or released the job itself (or began to).
-        if (self->cancelled && l.state_ && !l.lost()) co_await settle_cut_off(l);
+        // The handler acked, nacked or released the job itself. A cancel cannot cut that
+        // request off once begun: lease's final operations run to their answer (shielded).
       } else if (l.lost()) {
         l.forget();
         ++stats_.lost;
@@ -618,7 +604,6 @@ class worker {
     if (in_flight_ > 0) {
       forced_ = true;
       for (auto handlers = handlers_; auto& r : handlers) {
-        r->cancelled = true;
         r->cancel.emit(asio::cancellation_type::terminal);
       }
     }

@@ -44,4 +44,11 @@ inline pg::error cancelled_error(const char* what) {
   return pg::error(asio::error::operation_aborted, what);
 }
 
+/// Throws cancelled_error(what) when `state` (the calling coroutine's, from
+/// `co_await asio::this_coro::cancellation_state`) says it was cancelled: for operations that
+/// must refuse before they change anything.
+inline void throw_if_cancelled(const asio::cancellation_state& state, const char* what) {
+  if (state.cancelled() != asio::cancellation_type::none) throw cancelled_error(what);
+}
+
 }  // namespace pgqueue::detail
