@@ -372,7 +372,9 @@ TEST_CASE("run() cancelled at any moment returns once all it started has ended, 
         CHECK(e.done + e.released + e.nacked == e.total);
         // Each job claimed was acked, nacked by its handler, or released by the worker.
         CHECK(stats.claimed == static_cast<std::uint64_t>(e.done + e.nacked) + stats.released);
-        CHECK(stats.released <= static_cast<std::uint64_t>(e.released));
+        // With several sessions one job can be released twice: a lane releases it at stop while
+        // another lane's claim, sent before the stop, takes it and gives it back again.
+        if (connections == 1) CHECK(stats.released <= static_cast<std::uint64_t>(e.released));
         CHECK(stats.lost == 0);
         CHECK(stats.failed == 0);
       }
