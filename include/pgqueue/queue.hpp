@@ -68,8 +68,8 @@ class queue {
   /// Throws the server's error: 22P02 invalid JSON, 22023 bad queue name or max_attempts, and
   /// connection errors.
   ///
-  /// Cancellation: a cancel before the request is sent throws operation_aborted and adds
-  /// nothing. Once sent, the enqueue is not interrupted (the server may already have
+  /// Cancellation: a cancel before the request is sent (also while it waits for a new session
+  /// during a reconnect) throws operation_aborted and adds nothing. Once sent, the enqueue is not interrupted (the server may already have
   /// committed the job): the call waits for the answer, announces the job and returns its id.
   asio::awaitable<std::int64_t> enqueue(std::string_view payload, enqueue_options opts = {}) {
     // Coroutines take their arguments from here as xvalues: GCC 12 destroys a coroutine
@@ -93,8 +93,8 @@ class queue {
   /// across the database, by whichever claim comes first), so jobs of a crashed holder come
   /// back even without a `worker`.
   ///
-  /// Cancellation: a cancel before the request is sent throws operation_aborted and claims
-  /// nothing. Once sent, the claim is completed; if the caller was cancelled meanwhile, the
+  /// Cancellation: a cancel before the request is sent (also while it waits for a new session
+  /// during a reconnect) throws operation_aborted and claims nothing. Once sent, the claim is completed; if the caller was cancelled meanwhile, the
   /// jobs it took are released (ready again at once, the attempt not counted) and it throws
   /// operation_aborted. A cancelled claim never strands a job.
   asio::awaitable<std::optional<lease>> try_claim() {
@@ -108,11 +108,11 @@ class queue {
   asio::awaitable<std::vector<lease>> try_claim_batch(int max) {
     auto home = co_await asio::this_coro::executor;
     const auto& o = s_->options;
-    auto claim = s_->db.query_prepared(
+    auto r = co_await s_->db.query_prepared(
         "SELECT id, queue, payload::text, priority, attempts, max_attempts, lease_token "
         "FROM pgqueue.claim_batch($1, $2, $3, $4::interval)",
-        {s_->name, o.worker_id, max, detail::lease_state::interval(o.lease)});
-    auto r = co_await detail::shielded(std::move(claim));
+        {s_->name, o.worker_id, max, detail::lease_state::interval(o.lease)},
+        pg::cancel_until_sent);
     auto leases = leases_from(r, home);
     const auto state = co_await asio::this_coro::cancellation_state;
     if (state.cancelled() != asio::cancellation_type::none) {
@@ -207,8 +207,8 @@ class queue {
 
   // The worker's busy path: acks finished jobs (`ids` with their lease `tokens`) and claims up
   // to `max` in one statement, so one transaction and one commit serve both. The row with a
-  // NULL id carries the ack count; the others are the claimed jobs. Not cancellable: the
-  // worker runs it shielded.
+  // NULL id carries the ack count; the others are the claimed jobs. Once sent, a
+  // cancellation does not drop its answer (the worker's claim loop is never cancelled anyway).
   asio::awaitable<acked_and_claimed> ack_and_try_claim(std::vector<std::int64_t> ids,
                                                        std::vector<std::int64_t> tokens, int max) {
     auto home = co_await asio::this_coro::executor;
@@ -219,7 +219,8 @@ class queue {
         "UNION ALL "
         "SELECT id, queue, payload::text, priority, attempts, max_attempts, lease_token "
         "FROM pgqueue.claim_batch($1, $2, $3, $4::interval)",
-        {s_->name, o.worker_id, max, detail::lease_state::interval(o.lease), ids, tokens});
+        {s_->name, o.worker_id, max, detail::lease_state::interval(o.lease), ids, tokens},
+        pg::cancel_until_sent);
     acked_and_claimed out;
     for (int i = 0; i < r.rows(); ++i) {
       if (r.is_null(i, 0)) out.acked = r.get<int>(i, 5);
@@ -275,14 +276,13 @@ class queue {
   // Runs an enqueue statement. With `gate` it carries the queue's wake-up (its $7 is true) and
   // reports to the gate when answered; else jobs added (`any`) are announced after it
   // committed. Once sent it is completed even if the caller is cancelled meanwhile (the job
-  // may be committed), and announced in the background then.
+  // may be committed), and announced all the same.
   static asio::awaitable<pg::result> insert_and_wake(std::shared_ptr<detail::queue_state> s,
                                                      std::shared_ptr<detail::wake_gate> gate,
                                                      bool any, const char* sql, pg::params p) {
     std::optional<pg::result> r;
     try {
-      auto insert = s->db.query_prepared(sql, std::move(p));
-      r.emplace(co_await detail::shielded(std::move(insert)));
+      r.emplace(co_await s->db.query_prepared(sql, std::move(p), pg::cancel_until_sent));
     } catch (...) {
       if (gate) carried(s, gate, false);
       throw;
@@ -290,12 +290,7 @@ class queue {
     if (gate) {
       carried(s, gate, true);
     } else if (any) {
-      const auto state = co_await asio::this_coro::cancellation_state;
-      if (state.cancelled() != asio::cancellation_type::none) {
-        asio::co_spawn(s->db.get_executor(), wake(s), asio::detached);
-      } else {
-        co_await wake(s);
-      }
+      wake(s);
     }
     co_return std::move(*r);
   }
@@ -354,21 +349,33 @@ class queue {
   // Announces jobs that committed without carrying their wake-up, in a transaction of its own
   // (see pgqueue.wake), through the queue's process-wide gate: when a wake-up is on its way or
   // was sent less than wake_interval ago, the gate's sender (or a carrier) covers these too.
-  // The first call on a handle asks the server which database this is (one round trip), so
-  // that handles on different connections to one database share a gate.
-  static asio::awaitable<void> wake(std::shared_ptr<detail::queue_state> s) {
-    auto gate = s->wake.load();
-    if (!gate) {
-      try {
-        auto r = co_await s->db.query(
-            "SELECT (SELECT system_identifier FROM pg_control_system())::text || '/' || "
-            "current_database()");
-        gate = detail::wake_gate::get(r.get<std::string>(0, 0) + '/' + s->name);
-        s->wake.store(gate);
-      } catch (const std::exception&) {
-        co_return;  // a lost wake-up only delays idle workers until their next poll
-      }
+  // Does not wait, so a cancelled enqueue cannot cut it short.
+  static void wake(const std::shared_ptr<detail::queue_state>& s) {
+    if (auto gate = s->wake.load()) {
+      request_wake(s, gate);
+    } else {
+      asio::co_spawn(s->db.get_executor(), find_gate_and_wake(s), asio::detached);
     }
+  }
+
+  // The first wake-up of a handle asks the server which database this is (one round trip), so
+  // that handles on different connections to one database share a gate.
+  static asio::awaitable<void> find_gate_and_wake(std::shared_ptr<detail::queue_state> s) {
+    std::shared_ptr<detail::wake_gate> gate;
+    try {
+      auto r = co_await s->db.query(
+          "SELECT (SELECT system_identifier FROM pg_control_system())::text || '/' || "
+          "current_database()");
+      gate = detail::wake_gate::get(r.get<std::string>(0, 0) + '/' + s->name);
+      s->wake.store(gate);
+    } catch (const std::exception&) {
+      co_return;  // a lost wake-up only delays idle workers until their next poll
+    }
+    request_wake(s, gate);
+  }
+
+  static void request_wake(const std::shared_ptr<detail::queue_state>& s,
+                           const std::shared_ptr<detail::wake_gate>& gate) {
     if (auto ticket = gate->request()) {
       asio::co_spawn(s->db.get_executor(), send_wakes(s, gate, ticket), asio::detached);
     }

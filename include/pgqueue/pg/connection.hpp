@@ -24,6 +24,13 @@
 
 namespace pgqueue::pg {
 
+/// Tag for a statement that a cancellation may stop only before it is sent: see
+/// `connection::query_prepared(sql, args, cancel_until_sent)`.
+struct cancel_until_sent_t {
+  explicit cancel_until_sent_t() = default;
+};
+inline constexpr cancel_until_sent_t cancel_until_sent{};
+
 /// A shared handle to one server session; copies refer to the same session, and the session
 /// closes when the last copy (and last subscription) is gone. Any number of coroutines may use
 /// it at once: statements are pipelined and each gets its own answer. All work runs on a strand
@@ -60,6 +67,17 @@ class connection {
   /// after that prepares it again.
   asio::awaitable<result> query_prepared(std::string_view sql, params args = {}) const {
     return statement(sql, std::move(args), true);
+  }
+
+  /// As `query_prepared`, for a statement whose answer must not be lost (one that takes or
+  /// commits something the caller must record): a cancellation of the awaiting coroutine stops
+  /// it only while it has not been sent (waiting behind a script, or for a new session while
+  /// reconnecting); it then fails with operation_aborted and never runs. Once sent, the call
+  /// ignores the cancellation and returns the answer; the caller sees the cancellation in
+  /// `asio::this_coro::cancellation_state` afterwards.
+  asio::awaitable<result> query_prepared(std::string_view sql, params args,
+                                         cancel_until_sent_t) const {
+    return statement(sql, std::move(args), true, true);
   }
 
   /// Runs multi-statement SQL text (transactions, DO blocks, function bodies) with the simple
@@ -137,7 +155,8 @@ class connection {
     return nullptr;
   }
 
-  asio::awaitable<result> statement(std::string_view sql, params args, bool prepared) const {
+  asio::awaitable<result> statement(std::string_view sql, params args, bool prepared,
+                                    bool keep_once_sent = false) const {
     if (auto e = check(sql, args.size())) return detail::fail_awaitable<result>(e);
     return detail::async_start<result>(
         impl_->strand(),
@@ -148,7 +167,7 @@ class connection {
           r->prepared = prepared;
           impl->submit(std::move(r));
         },
-        asio::use_awaitable);
+        asio::use_awaitable, keep_once_sent);
   }
 
   static asio::awaitable<void> discard(asio::awaitable<result> a) { co_await std::move(a); }

@@ -305,6 +305,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
         return true;
       }
       if (in_flight_.empty()) progress_at_ = clock::now();  // the server starts on it now
+      if (r.op) r.op->mark_sent();
       in_flight_.push_back(pop_front(queued_));
       sent = true;
     }

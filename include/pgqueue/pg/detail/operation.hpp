@@ -82,8 +82,13 @@ class operation {
   /// that only this operation wanted.
   void on_cancel(std::function<void()> hook) { cancel_hook_ = std::move(hook); }
 
+  /// Makes a cancellation ignored once the request was sent (see pg::cancel_until_sent).
+  void keep_once_sent() noexcept { keep_once_sent_ = true; }
+  /// The connection has written the request: the server may run it from now on.
+  void mark_sent() noexcept { sent_ = true; }
+
   void cancel() {
-    if (done()) return;
+    if (done() || (keep_once_sent_ && sent_)) return;
     complete(aborted_error());
     if (auto hook = std::exchange(cancel_hook_, nullptr)) hook();
   }
@@ -91,6 +96,8 @@ class operation {
  private:
   std::unique_ptr<handler_base<T>> handler_;
   std::function<void()> cancel_hook_;
+  bool keep_once_sent_ = false;
+  bool sent_ = false;
 };
 
 template <class T>
@@ -117,12 +124,16 @@ class canceller {
 
 /// Starts an operation completing with `void(std::exception_ptr, T)`: `start(op)` runs on the
 /// strand (unless cancelled first) and must arrange for `op->complete(...)` eventually.
+/// With `keep_once_sent`, a cancellation that comes after the connection sent the request is
+/// ignored (the caller gets the answer).
 template <class T, class Token, class Start>
-auto async_start(const strand_type& strand, Start start, Token&& token) {
+auto async_start(const strand_type& strand, Start start, Token&& token,
+                 bool keep_once_sent = false) {
   return asio::async_initiate<Token, void(std::exception_ptr, T)>(
-      [](auto handler, strand_type strand, Start start) {
+      [keep_once_sent](auto handler, strand_type strand, Start start) {
         auto slot = asio::get_associated_cancellation_slot(handler);
         auto op = std::make_shared<operation<T>>(std::move(handler), strand);
+        if (keep_once_sent) op->keep_once_sent();
         if (slot.is_connected()) slot.template emplace<canceller<T>>(op, strand);
         asio::post(strand, [op, start = std::move(start)]() mutable {
           if (!op->done()) start(op);
