@@ -201,6 +201,33 @@ TEST_CASE("enqueue cancelled at any step adds the job or nothing, never an error
   CHECK(cancelled > 0);
 }
 
+TEST_CASE("an enqueue cancelled at any step announces the job it added", "[cancel]") {
+  queue_fixture f;
+  session admin(f.db.dsn());
+  int added = 0;
+  int round = 0;
+  for (const auto m : moments()) {
+    // A queue per round, so a wake-up left from an earlier round cannot stand in for this one.
+    const std::string name = "q" + std::to_string(++round);
+    run_async([&]() -> asio::awaitable<void> {
+      using namespace asio::experimental::awaitable_operators;
+      pgqueue::queue listener(co_await f.connect(), name);
+      co_await listener.watch();
+      // A fresh handle: its first enqueue does not carry its wake-up, it sends one afterwards.
+      pgqueue::queue q(co_await f.connect(), name);
+      co_await (q.enqueue("{}") || after(m));
+      // The enqueue has ended (a cancel does not cut off a request already sent).
+      if (count_jobs(admin, "ready", name) == 1) {
+        ++added;
+        auto heard = co_await (listener.next_notification() || pause(5s));
+        INFO("hops " << m.hops << " delay " << m.delay.count() << " us");
+        CHECK(heard.index() == 0);
+      }
+    });
+  }
+  CHECK(added > 0);
+}
+
 TEST_CASE("a claim cancelled while its request is in flight releases what it took", "[cancel]") {
   queue_fixture f;
   session admin(f.db.dsn());

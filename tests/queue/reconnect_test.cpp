@@ -224,4 +224,37 @@ TEST_CASE("a worker drains every job while its backend is terminated", "[queue][
   CHECK(count_jobs(admin, "ready") == 0);
 }
 
+TEST_CASE("a claim or enqueue waiting for the new session stops at once when cancelled",
+          "[queue][reconnect][cancel]") {
+  queue_fixture f;
+  session admin(f.db.dsn());
+  const auto id = admin.integer("SELECT pgqueue.enqueue('q', '{}', NULL, 0, now(), 1)");
+  run_async([&]() -> asio::awaitable<void> {
+    using namespace asio::experimental::awaitable_operators;
+    auto ex = co_await asio::this_coro::executor;
+    // The first reconnect attempt comes after 2 s: long enough to cancel while requests wait.
+    auto db = co_await pgqueue::connect(
+        ex, f.db.dsn(),
+        {.reconnect_initial_backoff = 2s, .reconnect_max_backoff = 2s, .reconnect_wait = 10s});
+    pgqueue::queue q(db, "q");
+    co_await q.enqueue("{}");  // the handle's wake-up gate is known: nothing else is sent later
+    terminate(admin, db.backend_pid());
+    CHECK(co_await eventually([&] { return db.backend_pid() == 0; }));
+    const auto began = std::chrono::steady_clock::now();
+    auto claim = co_await (q.try_claim() || pause(50ms));
+    CHECK(claim.index() == 1);
+    auto added = co_await (q.enqueue("{\"late\": 1}") || pause(50ms));
+    CHECK(added.index() == 1);
+    CHECK(std::chrono::steady_clock::now() - began < 1s);
+    // Neither was sent: once the new session is up, the job is untouched and nothing was added.
+    CHECK(co_await eventually([&] { return db.backend_pid() != 0; }));
+    auto one = co_await db.query("SELECT 1");
+    CHECK(one.get<int>(0, 0) == 1);
+  });
+  const auto j = read_job(admin, id);
+  CHECK(j.state == "ready");
+  CHECK(j.attempts == 0);
+  CHECK(admin.integer("SELECT count(*) FROM pgqueue.jobs WHERE payload ? 'late'") == 0);
+}
+
 }  // namespace queue_reconnect_test

@@ -7,6 +7,8 @@
 #include <poll.h>
 
 #include <asio/any_io_executor.hpp>
+#include <asio/execution/context.hpp>
+#include <asio/query.hpp>
 #include <asio/post.hpp>
 #include <asio/steady_timer.hpp>
 #include <asio/strand.hpp>
@@ -25,6 +27,7 @@
 #include "pgqueue/pg/connect_options.hpp"
 #include "pgqueue/pg/detail/channel_registry.hpp"
 #include "pgqueue/pg/detail/connector.hpp"
+#include "pgqueue/pg/detail/context_shutdown.hpp"
 #include "pgqueue/pg/detail/identifier.hpp"
 #include "pgqueue/pg/detail/libpq_handles.hpp"
 #include "pgqueue/pg/detail/operation.hpp"
@@ -57,6 +60,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
   connection_impl& operator=(const connection_impl&) = delete;
 
   ~connection_impl() {
+    if (shutdown_registry_) context_shutdown::remove(*shutdown_registry_, this);
     socket_.release();
     conn_.reset();
   }
@@ -91,6 +95,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
   }
 
   void start_connect(std::string conninfo, operation_ptr<std::shared_ptr<connection_impl>> op) {
+    close_at_context_shutdown();
     scrubber_ = secret_scrubber(conninfo);
     conninfo_ = conninfo;  // kept for reconnecting
     auto c = std::make_shared<connector>(
@@ -196,6 +201,18 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
     for (auto& r : waiting) queued_.push_back(std::move(r));
     pump();
     return nullptr;
+  }
+
+  // Registers with the context's shutdown (see context_shutdown): a context destroyed while
+  // coroutines wait on this connection closes it, and their handlers are destroyed with it.
+  void close_at_context_shutdown() {
+    auto& ctx = asio::query(strand_.get_inner_executor(), asio::execution::context);
+    shutdown_registry_ = asio::use_service<context_shutdown>(ctx).shared_registry();
+    context_shutdown::add(*shutdown_registry_, this, [weak = weak_from_this()] {
+      if (auto self = weak.lock()) {
+        self->lose(errc::closed, "the connection's execution context was shut down");
+      }
+    });
   }
 
   // LISTEN again on a new session; its subscribers then learn that they may have missed some.
@@ -634,6 +651,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
     return r;
   }
 
+  std::shared_ptr<context_shutdown::registry> shutdown_registry_;
   strand_type strand_;
   socket_watch socket_;
   conn_ptr conn_;
