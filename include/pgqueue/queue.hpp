@@ -66,7 +66,8 @@ class queue {
   /// `wake_interval` ago, by one short transaction that covers many enqueues (not awaited).
   /// A job with `run_after` in the future wakes them too, so an idle claim learns its due time.
   /// Throws the server's error: 22P02 invalid JSON, 22023 bad queue name or max_attempts, and
-  /// connection errors.
+  /// connection errors; `errc::invalid_argument` (nothing sent) for an idempotency key longer
+  /// than `enqueue_options::max_idempotency_key_bytes`.
   ///
   /// Cancellation: a cancel before the request is sent throws operation_aborted and adds
   /// nothing. Once sent, the enqueue is not interrupted (the server may already have
@@ -81,7 +82,8 @@ class queue {
 
   /// Adds many jobs in one statement and one round trip; ids in input order. Options apply to
   /// every job, except `idempotency_key`, which batch calls refuse (use `keys`: one per payload,
-  /// std::nullopt for none). Throws as `enqueue`; cancellation as `enqueue` (all or nothing).
+  /// std::nullopt for none; each at most `enqueue_options::max_idempotency_key_bytes`). Throws
+  /// as `enqueue`; cancellation as `enqueue` (all or nothing).
   asio::awaitable<std::vector<std::int64_t>> enqueue_batch(
       std::vector<std::string> payloads, enqueue_options opts = {},
       std::vector<std::optional<std::string>> keys = {}) {
@@ -233,6 +235,7 @@ class queue {
                                                   std::optional<std::string> key,
                                                   enqueue_options opts) {
     opts.idempotency_key.reset();  // use the owned copy: the caller's text may be gone by now
+    if (key) check_key(*key);
     auto gate = try_carry(*s, opts);
     pg::params p{s->name,           payload,        key, opts.priority, epoch(opts.run_after),
                  opts.max_attempts, gate != nullptr};
@@ -252,6 +255,9 @@ class queue {
     }
     if (!keys.empty() && keys.size() != payloads.size()) {
       throw error(errc::invalid_argument, "enqueue_batch needs one key (or nullopt) per payload");
+    }
+    for (const auto& k : keys) {
+      if (k) check_key(*k);
     }
     pg::params p{s->name, payloads};
     if (keys.empty()) {
@@ -298,6 +304,18 @@ class queue {
       }
     }
     co_return std::move(*r);
+  }
+
+  // The server takes keys up to the btree row limit (about 2.7 kB after compression), so a
+  // key that happens to compress well would pass where a random one of the same length fails:
+  // the client holds every key to one plain limit instead.
+  static void check_key(std::string_view key) {
+    if (key.size() > enqueue_options::max_idempotency_key_bytes) {
+      throw error(errc::invalid_argument,
+                  "idempotency key is " + std::to_string(key.size()) + " bytes; at most " +
+                      std::to_string(enqueue_options::max_idempotency_key_bytes) +
+                      " are allowed");
+    }
   }
 
   static std::optional<double> epoch(std::optional<std::chrono::system_clock::time_point> t) {

@@ -205,12 +205,29 @@ TEST_CASE("hostile options are refused before or by the server", "[hostile]") {
          co_await q(db, "q").enqueue("{}", {.idempotency_key = nul_text});
        },
        client(pgqueue::pg::errc::invalid_argument)},
-      {"an incompressible 10 kB idempotency key exceeds the index",
+      {"a 256-byte idempotency key",
+       [](auto& db) -> asio::awaitable<void> {
+         co_await q(db, "q").enqueue("{}", {.idempotency_key = std::string(256, 'k')});
+       },
+       client(pgqueue::errc::invalid_argument)},
+      {"a compressible 20 kB idempotency key (the server's index would take it)",
+       [](auto& db) -> asio::awaitable<void> {
+         co_await q(db, "q").enqueue("{}", {.idempotency_key = std::string(20480, 'k')});
+       },
+       client(pgqueue::errc::invalid_argument)},
+      {"an incompressible 10 kB idempotency key (the server's index would refuse it)",
        [](auto& db) -> asio::awaitable<void> {
          const auto key = random_bytes(10240, 1);
          co_await q(db, "q").enqueue("{}", {.idempotency_key = key});
        },
-       server("54000")},
+       client(pgqueue::errc::invalid_argument)},
+      {"a batch with one 256-byte key adds none",
+       [](auto& db) -> asio::awaitable<void> {
+         std::vector<std::string> p{"{}", "{}"};
+         std::vector<std::optional<std::string>> k{"a", std::string(256, 'k')};
+         co_await q(db, "q").enqueue_batch(std::move(p), {}, std::move(k));
+       },
+       client(pgqueue::errc::invalid_argument)},
       {"batch with idempotency_key instead of keys",
        [](auto& db) -> asio::awaitable<void> {
          std::vector<std::string> p{"{}"};
@@ -343,7 +360,8 @@ TEST_CASE("extreme but valid values round-trip exactly", "[hostile]") {
   scratch_database db;
   session s(db.dsn());
   const std::vector<std::optional<std::string>> keys = {
-      "NULL", "a,b", "{x}", "\"q\"", "back\\slash", " spaced ", "", std::nullopt, "ü"};
+      "NULL", "a,b", "{x}", "\"q\"", "back\\slash", " spaced ", "", std::nullopt, "ü",
+      std::string(pgqueue::enqueue_options::max_idempotency_key_bytes, 'k')};
   auto ids = run_async([&]() -> asio::awaitable<std::vector<std::int64_t>> {
     auto conn = co_await pgqueue::connect(co_await asio::this_coro::executor, db.dsn());
     pgqueue::queue q(conn, "q");
