@@ -19,6 +19,7 @@
 #include <asio/use_awaitable.hpp>
 
 #include "pgqueue/connect.hpp"
+#include "pgqueue/detail/error_text.hpp"
 #include "pgqueue/detail/idle_backoff.hpp"
 #include "pgqueue/detail/lease_state.hpp"
 #include "pgqueue/detail/queue_state.hpp"
@@ -27,6 +28,7 @@
 #include "pgqueue/enqueue_options.hpp"
 #include "pgqueue/error.hpp"
 #include "pgqueue/lease.hpp"
+#include "pgqueue/pg/detail/check_option.hpp"
 #include "pgqueue/pg/notification.hpp"
 #include "pgqueue/queue_options.hpp"
 
@@ -40,16 +42,14 @@ using notification = pg::notification;
 /// the server refuses others with SQLSTATE 22023 at the first call.
 class queue {
  public:
-  /// Names a queue on `db`; no round trip.
+  /// Names a queue on `db`; no round trip. Throws `errc::invalid_argument` naming the option
+  /// when one is outside its range (see queue_options); the name is checked by the server.
   queue(database db, std::string name, queue_options options = {})
       : s_(std::make_shared<detail::queue_state>()) {
+    check(options);
     s_->worker_id =
         options.worker_id.empty() ? detail::default_worker_id() : std::string(options.worker_id);
-    if (options.heartbeat_interval.count() <= 0) options.heartbeat_interval = options.lease / 3;
-    if (options.lease.count() <= 0 || options.poll_interval.count() <= 0) {
-      throw error(errc::invalid_argument,
-                  "queue_options: lease and poll_interval must be positive");
-    }
+    if (options.heartbeat_interval.count() == 0) options.heartbeat_interval = options.lease / 3;
     s_->db = std::move(db);
     s_->name = std::move(name);
     s_->options = options;
@@ -167,6 +167,34 @@ class queue {
 
  private:
   friend class worker;
+
+  // The ranges queue_options documents. Checked before anything uses the values: an enormous
+  // lease overflows steady_clock arithmetic, a negative interval makes a timer loop spin.
+  static void check(const queue_options& o) {
+    using ms = std::chrono::milliseconds;
+    const std::error_code bad = errc::invalid_argument;
+    pg::detail::check_between(bad, "queue_options.lease", o.lease, queue_options::min_lease,
+                              queue_options::max_lease);
+    if (o.heartbeat_interval.count() != 0) {
+      pg::detail::check_between(bad, "queue_options.heartbeat_interval (0, or less than lease)",
+                                o.heartbeat_interval, ms(1), o.lease - ms(1));
+    }
+    pg::detail::check_between(bad, "queue_options.poll_interval", o.poll_interval, ms(1),
+                              queue_options::max_poll_interval);
+    pg::detail::check_between(bad, "queue_options.wake_interval", o.wake_interval,
+                              std::chrono::microseconds(0), queue_options::max_wake_interval);
+    // Checked here rather than left to the server: it would refuse a NUL byte or invalid UTF-8
+    // only at the first claim, and accept any length.
+    const auto id = o.worker_id;
+    if (id.size() > queue_options::max_worker_id_bytes) {
+      throw error(bad, "queue_options.worker_id is " + std::to_string(id.size()) +
+                           " bytes; at most " +
+                           std::to_string(queue_options::max_worker_id_bytes) + " are allowed");
+    }
+    if (id.find('\0') != std::string_view::npos || !detail::is_utf8(id)) {
+      throw error(bad, "queue_options.worker_id must be UTF-8 without NUL bytes");
+    }
+  }
 
   // claim_batch after a check that found nothing (the worker has just made one).
   asio::awaitable<std::vector<lease>> wait_and_claim(int max) {
