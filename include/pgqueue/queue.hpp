@@ -188,8 +188,8 @@ class queue {
     const auto id = o.worker_id;
     if (id.size() > queue_options::max_worker_id_bytes) {
       throw error(bad, "queue_options.worker_id is " + std::to_string(id.size()) +
-                           " bytes; at most " +
-                           std::to_string(queue_options::max_worker_id_bytes) + " are allowed");
+                           " bytes; at most " + std::to_string(queue_options::max_worker_id_bytes) +
+                           " are allowed");
     }
     if (id.find('\0') != std::string_view::npos || !detail::is_utf8(id)) {
       throw error(bad, "queue_options.worker_id must be UTF-8 without NUL bytes");
@@ -341,8 +341,7 @@ class queue {
     if (key.size() > enqueue_options::max_idempotency_key_bytes) {
       throw error(errc::invalid_argument,
                   "idempotency key is " + std::to_string(key.size()) + " bytes; at most " +
-                      std::to_string(enqueue_options::max_idempotency_key_bytes) +
-                      " are allowed");
+                      std::to_string(enqueue_options::max_idempotency_key_bytes) + " are allowed");
     }
   }
 

@@ -85,8 +85,7 @@ class worker {
                               worker_options::max_concurrency);
     pg::detail::check_between(bad, "worker_options.connections (up to concurrency)",
                               options_.connections, 1, options_.concurrency);
-    pg::detail::check_between(bad, "worker_options.claim_batch", options_.claim_batch, 0,
-                              INT_MAX);
+    pg::detail::check_between(bad, "worker_options.claim_batch", options_.claim_batch, 0, INT_MAX);
     pg::detail::check_between(bad, "worker_options.janitor_interval", options_.janitor_interval,
                               ms(0), worker_options::max_interval);
     pg::detail::check_between(bad, "worker_options.stop_timeout", options_.stop_timeout, ms(0),

@@ -316,9 +316,9 @@ TEST_CASE("hostile nack arguments are refused and leave the lease usable", "[hos
 TEST_CASE("extreme but valid values round-trip exactly", "[hostile]") {
   scratch_database db;
   session s(db.dsn());
+  const std::string longest_key(pgqueue::enqueue_options::max_idempotency_key_bytes, 'k');
   const std::vector<std::optional<std::string>> keys = {
-      "NULL", "a,b", "{x}", "\"q\"", "back\\slash", " spaced ", "", std::nullopt, "ü",
-      std::string(pgqueue::enqueue_options::max_idempotency_key_bytes, 'k')};
+      "NULL", "a,b", "{x}", "\"q\"", "back\\slash", " spaced ", "", std::nullopt, "ü", longest_key};
   auto ids = run_async([&]() -> asio::awaitable<std::vector<std::int64_t>> {
     auto conn = co_await pgqueue::connect(co_await asio::this_coro::executor, db.dsn());
     pgqueue::queue q(conn, "q");

@@ -196,10 +196,10 @@ inline void check_connect_options(const connect_options& o) {
 /// with libpq's explanation (a password in `conninfo` is masked), `errc::connect_timeout`
 /// after `options.connect_timeout`, `errc::invalid_argument` for a NUL byte in `conninfo` or an
 /// option outside its range (see connect_options; before connecting), or operation_aborted when
-/// cancelled. The first connect is not retried (a wrong conninfo should
-/// fail fast); only an established session is replaced. With several hosts (`host=a,b`) libpq
-/// tries them in order and honours `target_session_attrs` (e.g. `read-write`), on the first
-/// connect and on every reconnect.
+/// cancelled. The first connect is not retried (a wrong conninfo should fail fast); only an
+/// established session is replaced. With several hosts (`host=a,b`) libpq tries them in order
+/// and honours `target_session_attrs` (e.g. `read-write`), on the first connect and on every
+/// reconnect.
 inline asio::awaitable<connection> connect(asio::any_io_executor ex, std::string conninfo,
                                            connect_options options = {}) {
   // libpq reads a C string: whatever followed a NUL byte would be silently ignored.
