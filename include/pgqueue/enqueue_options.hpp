@@ -2,6 +2,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <optional>
 #include <string_view>
 
@@ -12,8 +13,14 @@ namespace pgqueue {
 /// Every member is trivially destructible on purpose: GCC 12 destroys an aggregate temporary
 /// twice when it is built inside a co_await expression, which the call above is.
 struct enqueue_options {
+  /// Longest idempotency key in bytes (as a queue name). The server's index on the key would
+  /// refuse an incompressible key of about 2.7 kB with SQLSTATE 54000 but take a longer
+  /// compressible one, so the client sets a plain limit well below that.
+  static constexpr std::size_t max_idempotency_key_bytes = 255;
+
   /// Dedupe key: while a job with this key exists in the queue, enqueueing it again returns
-  /// that job's id instead of adding another. Copied when enqueue() is called.
+  /// that job's id instead of adding another. Copied when enqueue() is called. At most
+  /// `max_idempotency_key_bytes`; enqueue refuses a longer one with `errc::invalid_argument`.
   std::optional<std::string_view> idempotency_key{};
   /// Higher runs sooner.
   int priority = 0;

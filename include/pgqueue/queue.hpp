@@ -19,6 +19,7 @@
 #include <asio/use_awaitable.hpp>
 
 #include "pgqueue/connect.hpp"
+#include "pgqueue/detail/error_text.hpp"
 #include "pgqueue/detail/idle_backoff.hpp"
 #include "pgqueue/detail/lease_state.hpp"
 #include "pgqueue/detail/queue_state.hpp"
@@ -27,6 +28,7 @@
 #include "pgqueue/enqueue_options.hpp"
 #include "pgqueue/error.hpp"
 #include "pgqueue/lease.hpp"
+#include "pgqueue/pg/detail/check_option.hpp"
 #include "pgqueue/pg/notification.hpp"
 #include "pgqueue/queue_options.hpp"
 
@@ -40,16 +42,14 @@ using notification = pg::notification;
 /// the server refuses others with SQLSTATE 22023 at the first call.
 class queue {
  public:
-  /// Names a queue on `db`; no round trip.
+  /// Names a queue on `db`; no round trip. Throws `errc::invalid_argument` naming the option
+  /// when one is outside its range (see queue_options); the name is checked by the server.
   queue(database db, std::string name, queue_options options = {})
       : s_(std::make_shared<detail::queue_state>()) {
+    check(options);
     s_->worker_id =
         options.worker_id.empty() ? detail::default_worker_id() : std::string(options.worker_id);
-    if (options.heartbeat_interval.count() <= 0) options.heartbeat_interval = options.lease / 3;
-    if (options.lease.count() <= 0 || options.poll_interval.count() <= 0) {
-      throw error(errc::invalid_argument,
-                  "queue_options: lease and poll_interval must be positive");
-    }
+    if (options.heartbeat_interval.count() == 0) options.heartbeat_interval = options.lease / 3;
     s_->db = std::move(db);
     s_->name = std::move(name);
     s_->options = options;
@@ -66,7 +66,8 @@ class queue {
   /// `wake_interval` ago, by one short transaction that covers many enqueues (not awaited).
   /// A job with `run_after` in the future wakes them too, so an idle claim learns its due time.
   /// Throws the server's error: 22P02 invalid JSON, 22023 bad queue name or max_attempts, and
-  /// connection errors.
+  /// connection errors; `errc::invalid_argument` (nothing sent) for an idempotency key longer
+  /// than `enqueue_options::max_idempotency_key_bytes`.
   ///
   /// Cancellation: a cancel before the request is sent (also while it waits for a new session
   /// during a reconnect) throws operation_aborted and adds nothing. Once sent, the enqueue is not interrupted (the server may already have
@@ -81,7 +82,8 @@ class queue {
 
   /// Adds many jobs in one statement and one round trip; ids in input order. Options apply to
   /// every job, except `idempotency_key`, which batch calls refuse (use `keys`: one per payload,
-  /// std::nullopt for none). Throws as `enqueue`; cancellation as `enqueue` (all or nothing).
+  /// std::nullopt for none; each at most `enqueue_options::max_idempotency_key_bytes`). Throws
+  /// as `enqueue`; cancellation as `enqueue` (all or nothing).
   asio::awaitable<std::vector<std::int64_t>> enqueue_batch(
       std::vector<std::string> payloads, enqueue_options opts = {},
       std::vector<std::optional<std::string>> keys = {}) {
@@ -166,6 +168,34 @@ class queue {
  private:
   friend class worker;
 
+  // The ranges queue_options documents. Checked before anything uses the values: an enormous
+  // lease overflows steady_clock arithmetic, a negative interval makes a timer loop spin.
+  static void check(const queue_options& o) {
+    using ms = std::chrono::milliseconds;
+    const std::error_code bad = errc::invalid_argument;
+    pg::detail::check_between(bad, "queue_options.lease", o.lease, queue_options::min_lease,
+                              queue_options::max_lease);
+    if (o.heartbeat_interval.count() != 0) {
+      pg::detail::check_between(bad, "queue_options.heartbeat_interval (0, or less than lease)",
+                                o.heartbeat_interval, ms(1), o.lease - ms(1));
+    }
+    pg::detail::check_between(bad, "queue_options.poll_interval", o.poll_interval, ms(1),
+                              queue_options::max_poll_interval);
+    pg::detail::check_between(bad, "queue_options.wake_interval", o.wake_interval,
+                              std::chrono::microseconds(0), queue_options::max_wake_interval);
+    // Checked here rather than left to the server: it would refuse a NUL byte or invalid UTF-8
+    // only at the first claim, and accept any length.
+    const auto id = o.worker_id;
+    if (id.size() > queue_options::max_worker_id_bytes) {
+      throw error(bad, "queue_options.worker_id is " + std::to_string(id.size()) +
+                           " bytes; at most " + std::to_string(queue_options::max_worker_id_bytes) +
+                           " are allowed");
+    }
+    if (id.find('\0') != std::string_view::npos || !detail::is_utf8(id)) {
+      throw error(bad, "queue_options.worker_id must be UTF-8 without NUL bytes");
+    }
+  }
+
   // claim_batch after a check that found nothing (the worker has just made one).
   asio::awaitable<std::vector<lease>> wait_and_claim(int max) {
     // Subscribe before checking again: a job committed after this check is then announced to
@@ -234,6 +264,7 @@ class queue {
                                                   std::optional<std::string> key,
                                                   enqueue_options opts) {
     opts.idempotency_key.reset();  // use the owned copy: the caller's text may be gone by now
+    if (key) check_key(*key);
     auto gate = try_carry(*s, opts);
     pg::params p{s->name,           payload,        key, opts.priority, epoch(opts.run_after),
                  opts.max_attempts, gate != nullptr};
@@ -253,6 +284,9 @@ class queue {
     }
     if (!keys.empty() && keys.size() != payloads.size()) {
       throw error(errc::invalid_argument, "enqueue_batch needs one key (or nullopt) per payload");
+    }
+    for (const auto& k : keys) {
+      if (k) check_key(*k);
     }
     pg::params p{s->name, payloads};
     if (keys.empty()) {
@@ -293,6 +327,17 @@ class queue {
       wake(s);
     }
     co_return std::move(*r);
+  }
+
+  // The server takes keys up to the btree row limit (about 2.7 kB after compression), so a
+  // key that happens to compress well would pass where a random one of the same length fails:
+  // the client holds every key to one plain limit instead.
+  static void check_key(std::string_view key) {
+    if (key.size() > enqueue_options::max_idempotency_key_bytes) {
+      throw error(errc::invalid_argument,
+                  "idempotency key is " + std::to_string(key.size()) + " bytes; at most " +
+                      std::to_string(enqueue_options::max_idempotency_key_bytes) + " are allowed");
+    }
   }
 
   static std::optional<double> epoch(std::optional<std::chrono::system_clock::time_point> t) {

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <climits>
 #include <cstdint>
 #include <exception>
 #include <functional>
@@ -35,6 +36,7 @@
 #include "pgqueue/detail/event.hpp"
 #include "pgqueue/detail/shield.hpp"
 #include "pgqueue/lease.hpp"
+#include "pgqueue/pg/detail/check_option.hpp"
 #include "pgqueue/queue.hpp"
 #include "pgqueue/worker_options.hpp"
 
@@ -63,7 +65,9 @@ struct worker_stats {
 class worker {
  public:
   /// `handler` is called as `co_await handler(lease&)` (it may ack/nack itself, or watch
-  /// `lease.lost_slot()`) or as `co_await handler(const job&)`.
+  /// `lease.lost_slot()`) or as `co_await handler(const job&)`. No round trip. Throws
+  /// `errc::invalid_argument` naming the option when one is outside its range (see
+  /// worker_options).
   template <class Handler>
   worker(queue q, Handler handler, worker_options options = {})
       : q_(std::move(q)), options_(options) {
@@ -74,11 +78,20 @@ class worker {
                     "a worker handler takes (pgqueue::lease&) or (const pgqueue::job&)");
       handler_ = [h = std::move(handler)](lease& l) mutable { return h(l.job()); };
     }
-    if (options_.concurrency < 1) throw error(errc::invalid_argument, "concurrency must be >= 1");
-    if (options_.connections < 1 || options_.connections > options_.concurrency) {
-      throw error(errc::invalid_argument, "connections must be between 1 and concurrency");
-    }
-    if (options_.claim_batch <= 0) options_.claim_batch = options_.concurrency;
+    // The ranges worker_options documents: a huge interval overflows steady_clock arithmetic
+    // (stop()'s deadline, the janitor's next run), a negative one is most likely a mistake.
+    using ms = std::chrono::milliseconds;
+    const std::error_code bad = errc::invalid_argument;
+    pg::detail::check_between(bad, "worker_options.concurrency", options_.concurrency, 1,
+                              worker_options::max_concurrency);
+    pg::detail::check_between(bad, "worker_options.connections (up to concurrency)",
+                              options_.connections, 1, options_.concurrency);
+    pg::detail::check_between(bad, "worker_options.claim_batch", options_.claim_batch, 0, INT_MAX);
+    pg::detail::check_between(bad, "worker_options.janitor_interval", options_.janitor_interval,
+                              ms(0), worker_options::max_interval);
+    pg::detail::check_between(bad, "worker_options.stop_timeout", options_.stop_timeout, ms(0),
+                              worker_options::max_interval);
+    if (options_.claim_batch == 0) options_.claim_batch = options_.concurrency;
     options_.claim_batch = std::min({options_.claim_batch, options_.concurrency, 10000});
   }
 

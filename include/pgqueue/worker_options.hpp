@@ -5,11 +5,18 @@
 
 namespace pgqueue {
 
-/// How a worker schedules jobs.
+/// How a worker schedules jobs. Constructing a worker refuses values outside the ranges given
+/// below with `errc::invalid_argument`.
 struct worker_options {
-  /// Jobs handled at once.
+  /// Most `concurrency`: 10000 (as many as one claim takes).
+  static constexpr int max_concurrency = 10000;
+  /// Longest `janitor_interval` and `stop_timeout`: 24 hours.
+  static constexpr std::chrono::milliseconds max_interval{std::chrono::hours(24)};
+
+  /// Jobs handled at once. 1 to `max_concurrency`.
   int concurrency = 16;
-  /// Most jobs taken per claim round trip (0: up to `concurrency`). 1 disables batching.
+  /// Most jobs taken per claim round trip (0: up to `concurrency`). 1 disables batching. Not
+  /// negative; more than `concurrency` counts as `concurrency`.
   int claim_batch = 0;
   /// Sessions the worker claims and acks on. 1: the queue's connection. N > 1: run() also
   /// opens N - 1 sessions like it (pg::connection::connect_another), splits `concurrency`
@@ -21,10 +28,10 @@ struct worker_options {
   /// next. Off: one ack round trip per job.
   bool coalesce_acks = true;
   /// How often the fleet's janitor runs (janitor_reset_stale_claims); one worker per database
-  /// does it, chosen by an advisory lock. Zero: this worker never runs it.
+  /// does it, chosen by an advisory lock. Zero: this worker never runs it. 0 to `max_interval`.
   std::chrono::milliseconds janitor_interval{std::chrono::seconds(5)};
   /// How long stop() lets running handlers finish before cancelling them and releasing their
-  /// jobs (ready again at once, the attempt not counted).
+  /// jobs (ready again at once, the attempt not counted). 0 to `max_interval`.
   std::chrono::milliseconds stop_timeout{std::chrono::seconds(10)};
 };
 

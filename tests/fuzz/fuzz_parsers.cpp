@@ -216,32 +216,62 @@ void fuzz_names(std::string_view input) {
           "array literal round trip");
 }
 
-// Option validation: a queue handle refuses non-positive lease and poll interval, a worker a
-// concurrency below 1, and nothing else (no round trip: the database handle is empty).
+// Option validation: a queue handle takes a lease of 3 ms to 7 days, a heartbeat interval of 0
+// (a third of the lease) or 1 ms to less than the lease and a poll interval of 1 ms to 24 h; a
+// worker a concurrency of 1 to 10000 and a claim batch of at least 0; a connection durations
+// of 0 (the connect timeout 1 ms) to INT_MAX ms with the initial back-off at most the maximum.
+// Nothing else is refused (no round trip: the database handle is empty).
 void fuzz_options(std::string_view input) {
+  using ms = std::chrono::milliseconds;
   std::int64_t v[4] = {};
   std::memcpy(v, input.data(), std::min(input.size(), sizeof v));
+  const auto in = [](std::int64_t x, std::int64_t lo, std::int64_t hi) {
+    return x >= lo && x <= hi;
+  };
+
+  const std::int64_t longest = pg::connect_options::max_duration.count();
+  const pg::connect_options c{.connect_timeout = ms(v[0]),
+                              .reconnect_initial_backoff = ms(v[1]),
+                              .reconnect_max_backoff = ms(v[2]),
+                              .reconnect_wait = ms(v[3]),
+                              .statement_timeout = ms(v[3])};
+  const bool connect_ok =
+      in(v[0], 1, longest) && in(v[2], 0, longest) && in(v[1], 0, v[2]) && in(v[3], 0, longest);
+  try {
+    pg::detail::check_connect_options(c);
+    require(connect_ok, "connect accepts only options in range");
+  } catch (const pg::error& e) {
+    require(!connect_ok && e.code() == pg::errc::invalid_argument,
+            "connect refuses bad options as invalid_argument");
+  }
+
   pgqueue::queue_options o;
   o.worker_id = "fuzz";
-  o.lease = std::chrono::milliseconds(v[0]);
-  o.poll_interval = std::chrono::milliseconds(v[1]);
-  o.heartbeat_interval = std::chrono::milliseconds(v[2]);
-  const bool queue_ok = v[0] > 0 && v[1] > 0;
+  o.lease = ms(v[0]);
+  o.poll_interval = ms(v[1]);
+  o.heartbeat_interval = ms(v[2]);
+  const bool queue_ok = in(v[0], pgqueue::queue_options::min_lease.count(),
+                           pgqueue::queue_options::max_lease.count()) &&
+                        in(v[1], 1, pgqueue::queue_options::max_poll_interval.count()) &&
+                        (v[2] == 0 || in(v[2], 1, v[0] - 1));
   try {
     pgqueue::queue q(pgqueue::database{}, "q", o);
-    require(queue_ok, "queue accepts only positive lease and poll_interval");
-    require(q.options().heartbeat_interval.count() > 0 || o.lease.count() < 3,
-            "a heartbeat interval is always set");
+    require(queue_ok, "queue accepts only options in range");
+    require(q.options().heartbeat_interval.count() > 0 &&
+                q.options().heartbeat_interval < q.options().lease,
+            "a heartbeat interval is always set, shorter than the lease");
     pgqueue::worker_options w;
     w.concurrency = static_cast<int>(v[3]);
     w.claim_batch = static_cast<int>(v[3] >> 32);
+    const bool worker_ok =
+        in(w.concurrency, 1, pgqueue::worker_options::max_concurrency) && w.claim_batch >= 0;
     try {
       pgqueue::worker wk(
           q, [](const pgqueue::job&) -> asio::awaitable<void> { co_return; }, w);
-      require(w.concurrency >= 1, "worker accepts only concurrency >= 1");
+      require(worker_ok, "worker accepts only concurrency 1..10000 and claim_batch >= 0");
     } catch (const pg::error& e) {
-      require(w.concurrency < 1 && e.code() == pgqueue::errc::invalid_argument,
-              "worker refuses concurrency < 1 as invalid_argument");
+      require(!worker_ok && e.code() == pgqueue::errc::invalid_argument,
+              "worker refuses bad options as invalid_argument");
     }
   } catch (const pg::error& e) {
     require(!queue_ok && e.code() == pgqueue::errc::invalid_argument,

@@ -20,6 +20,20 @@ std::vector<claimed> claim(session& s, const std::string& queue, const std::stri
   return out;
 }
 
+std::int64_t take_back(session& s, std::int64_t id) {
+  s.query("BEGIN");
+  try {
+    s.query("UPDATE pgqueue.jobs SET lease_until = now() - interval '1 s' WHERE id = $1",
+            {std::to_string(id)});
+    const auto taken = s.integer("SELECT pgqueue.janitor_reset_stale_claims()");
+    s.query("COMMIT");
+    return taken;
+  } catch (...) {
+    s.query("ROLLBACK");
+    throw;
+  }
+}
+
 std::string jobs_digest(session& s) {
   return *s.scalar(
       "SELECT count(*) || ':' || coalesce(md5(string_agg(j::text, '|' ORDER BY j.id)), '') "

@@ -24,6 +24,10 @@ std::int64_t enqueue(session& s, const std::string& queue, const std::string& pa
                      const value& key = std::nullopt, int priority = 0);
 std::vector<claimed> claim(session& s, const std::string& queue, const std::string& worker,
                            int limit = 1, const std::string& lease = "5 minutes");
+// Takes job `id` back behind its holder's back: expires its lease and runs the janitor in one
+// transaction (so a heartbeat cannot extend the lease in between). Returns how many jobs the
+// janitor took back.
+std::int64_t take_back(session& s, std::int64_t id);
 // A digest of every job row: equal digests mean nothing in pgqueue.jobs changed.
 std::string jobs_digest(session& s);
 

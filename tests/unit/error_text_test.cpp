@@ -1,4 +1,5 @@
-// detail::clean_error_text: what the worker stores as a failed job's last_error.
+// detail::clean_error_text: what the worker stores as a failed job's last_error; and
+// detail::is_utf8, which judges text by the same rules.
 #include <string>
 
 #include <catch2/catch.hpp>
@@ -7,6 +8,7 @@
 namespace unit_error_text_test {
 
 using pgqueue::detail::clean_error_text;
+using pgqueue::detail::is_utf8;
 using namespace std::string_literals;
 
 TEST_CASE("valid UTF-8, tabs and newlines are kept as they are", "[error_text]") {
@@ -56,6 +58,17 @@ TEST_CASE("long text is cut to the limit at a character boundary", "[error_text]
   const auto cut = clean_error_text(e_acute);
   CHECK(cut.size() == 2000);
   CHECK(cut == e_acute.substr(0, 2000));
+}
+
+TEST_CASE("is_utf8 judges by the same rules; control bytes are well-formed", "[error_text]") {
+  CHECK(is_utf8(""));
+  CHECK(is_utf8("plain ASCII \x01 with controls\0"s));
+  CHECK(is_utf8("\xC2\x80\xDF\xBF\xE0\xA0\x80\xED\x9F\xBF\xF0\x90\x80\x80\xF4\x8F\xBF\xBF"));
+  for (const char* bad : {"\xFF", "\xC0\xAF", "\xED\xA0\x80", "\xF4\x90\x80\x80", "x\xE2\x82",
+                          "\x80", "caf\xC3\x28"}) {
+    INFO(bad);
+    CHECK_FALSE(is_utf8(bad));
+  }
 }
 
 }  // namespace unit_error_text_test

@@ -1,4 +1,5 @@
-// Text from outside (an exception's what()) made safe to store in a text column.
+// Text from outside (an exception's what(), a worker id): checked, or made safe to store in
+// a text column.
 #pragma once
 
 #include <algorithm>
@@ -34,6 +35,16 @@ inline std::size_t utf8_sequence_at(std::string_view s, std::size_t i) noexcept 
     return in(i + 1, lo, hi) && in(i + 2, 0x80, 0xBF) && in(i + 3, 0x80, 0xBF) ? 4 : 0;
   }
   return 0;  // a continuation byte, C0/C1 (overlong), or F5..FF
+}
+
+/// Whether all of `text` is well-formed UTF-8 (as utf8_sequence_at judges it). Linear.
+inline bool is_utf8(std::string_view text) noexcept {
+  for (std::size_t i = 0; i < text.size();) {
+    const std::size_t n = utf8_sequence_at(text, i);
+    if (n == 0) return false;
+    i += n;
+  }
+  return true;
 }
 
 /// `text` as something any server accepts in a text column: each byte that is not part of a

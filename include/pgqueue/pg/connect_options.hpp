@@ -18,19 +18,30 @@ namespace pgqueue::pg {
 /// run outside it: such a connection ends with `connection_lost` as if `reconnect` were false.
 /// A session that a statement leaves in a state this layer cannot follow (a COPY) is given up
 /// the same way, as if dropped; that statement fails with `errc::protocol_error`.
+///
+/// `connect` refuses values outside the ranges given below with `errc::invalid_argument` before
+/// it connects. Every duration is at most `max_duration`.
 struct connect_options {
+  /// The longest duration any option takes: 2147483647 ms (about 24.8 days), the largest
+  /// `statement_timeout` the server accepts (an int of milliseconds); longer ones would only
+  /// overflow clock arithmetic.
+  static constexpr std::chrono::milliseconds max_duration{2147483647};
+
   /// Deadline for one connection attempt (all hosts, TLS and authentication included).
+  /// 1 ms to `max_duration`.
   std::chrono::milliseconds connect_timeout{10000};
   /// Re-establish the session when the server or network drops it (false: the connection ends
   /// and every later request fails with `errc::connection_lost`).
   bool reconnect = true;
   /// Delay before the first reconnect attempt; it doubles per failed attempt up to
-  /// `reconnect_max_backoff`, each delay drawn at random from its upper half.
+  /// `reconnect_max_backoff`, each delay drawn at random from its upper half. 0 (taken as
+  /// 1 ms) to `reconnect_max_backoff`.
   std::chrono::milliseconds reconnect_initial_backoff{50};
-  /// Longest delay between two reconnect attempts.
+  /// Longest delay between two reconnect attempts. `reconnect_initial_backoff` to
+  /// `max_duration`.
   std::chrono::milliseconds reconnect_max_backoff{2000};
   /// How long a request waits for a new session while reconnecting before it fails with
-  /// `errc::connection_lost`; zero fails such requests at once.
+  /// `errc::connection_lost`; zero fails such requests at once. 0 to `max_duration`.
   std::chrono::milliseconds reconnect_wait{10000};
   /// Zero: none. Otherwise sets the server's `statement_timeout` for the session (a statement
   /// running longer fails with SQLSTATE 57014 and the connection stays usable) and arms a
@@ -38,7 +49,7 @@ struct connect_options {
   /// request waits for its answer (a hung server or a silently dead network), the requests sent
   /// fail with `errc::statement_timeout` and the session is dropped and, with `reconnect`,
   /// replaced (the server may still finish them: PQcancel would block the thread, so the client
-  /// does not ask it to stop).
+  /// does not ask it to stop). 0 to `max_duration`.
   std::chrono::milliseconds statement_timeout{0};
 };
 

@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "pgqueue/pg/connect_options.hpp"
+#include "pgqueue/pg/detail/check_option.hpp"
 #include "pgqueue/pg/detail/connection_impl.hpp"
 #include "pgqueue/pg/detail/identifier.hpp"
 #include "pgqueue/pg/detail/operation.hpp"
@@ -188,19 +189,41 @@ class connection {
   std::shared_ptr<detail::connection_impl> impl_;  // application handle (closes on last copy)
 };
 
+namespace detail {
+
+/// Throws `errc::invalid_argument` naming the first option outside its documented range (see
+/// connect_options): a negative or enormous duration would make the reconnect loop spin or
+/// overflow clock arithmetic. No allocation unless it throws.
+inline void check_connect_options(const connect_options& o) {
+  using ms = std::chrono::milliseconds;
+  const std::error_code bad = errc::invalid_argument;
+  const ms max = connect_options::max_duration;
+  check_between(bad, "connect_options.connect_timeout", o.connect_timeout, ms(1), max);
+  check_between(bad, "connect_options.reconnect_max_backoff", o.reconnect_max_backoff, ms(0), max);
+  // Checked against the maximum rather than clamped: a swapped pair is more likely a mistake.
+  check_between(bad, "connect_options.reconnect_initial_backoff (up to reconnect_max_backoff)",
+                o.reconnect_initial_backoff, ms(0), o.reconnect_max_backoff);
+  check_between(bad, "connect_options.reconnect_wait", o.reconnect_wait, ms(0), max);
+  check_between(bad, "connect_options.statement_timeout", o.statement_timeout, ms(0), max);
+}
+
+}  // namespace detail
+
 /// Opens a session without blocking the executor: libpq's non-blocking connect driven by socket
 /// readiness. `conninfo` is any libpq connection string or URI (unix socket, TCP, TLS options,
 /// several hosts). Several round trips (startup, authentication). Throws `errc::connect_failed`
 /// with libpq's explanation (a password in `conninfo` is masked), `errc::connect_timeout`
-/// after `options.connect_timeout`, `errc::invalid_argument` for a NUL byte in `conninfo`, or
-/// operation_aborted when cancelled. The first connect is not retried (a wrong conninfo should
-/// fail fast); only an established session is replaced. With several hosts (`host=a,b`) libpq
-/// tries them in order and honours `target_session_attrs` (e.g. `read-write`), on the first
-/// connect and on every reconnect.
+/// after `options.connect_timeout`, `errc::invalid_argument` for a NUL byte in `conninfo` or an
+/// option outside its range (see connect_options; before connecting), or operation_aborted when
+/// cancelled. The first connect is not retried (a wrong conninfo should fail fast); only an
+/// established session is replaced. With several hosts (`host=a,b`) libpq tries them in order
+/// and honours `target_session_attrs` (e.g. `read-write`), on the first connect and on every
+/// reconnect.
 inline asio::awaitable<connection> connect(asio::any_io_executor ex, std::string conninfo,
                                            connect_options options = {}) {
   // libpq reads a C string: whatever followed a NUL byte would be silently ignored.
   detail::reject_nul(conninfo, "conninfo");
+  detail::check_connect_options(options);
   auto impl = std::make_shared<detail::connection_impl>(ex, options);
   // Named rather than a temporary inside co_await: GCC 12 destroys such temporaries twice.
   auto start = [impl, conninfo = std::move(conninfo)](
