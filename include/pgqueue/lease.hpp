@@ -165,14 +165,15 @@ class lease {
     pg::params p{s->the_job.id, s->worker_id, s->token};
     bool repeated = false;
     auto r = co_await s->settle("SELECT pgqueue.ack($1, $2, $3)", std::move(p), &repeated);
-    if (r.get<bool>(0, 0)) co_return;
-    if (repeated) {
+    bool acked = r.get<bool>(0, 0);
+    if (!acked && repeated) {
       const auto f = detail::lease_state::fence_of({s});
       pg::params q{f.ids, s->worker_id, f.tokens};
       auto done = co_await s->settle(detail::lease_state::count_acked_sql, std::move(q), &repeated);
-      if (done.get<std::int64_t>(0, 0) == 1) co_return;
+      acked = done.get<std::int64_t>(0, 0) == 1;
     }
-    throw lost_error(*s);
+    if (!acked) throw lost_error(*s);
+    s->ended_as = detail::lease_state::outcome::acked;
   }
 
   static asio::awaitable<nack_result> do_nack(std::shared_ptr<detail::lease_state> s,
@@ -192,6 +193,7 @@ class lease {
       if (outcome == "ready") outcome = "requeued";
     }
     if (outcome != "requeued" && outcome != "dead") throw lost_error(*s);
+    s->ended_as = detail::lease_state::outcome::failed;
     co_return outcome == "dead" ? nack_result::dead : nack_result::requeued;
   }
 
@@ -199,10 +201,11 @@ class lease {
     pg::params p{s->the_job.id, s->worker_id, s->token};
     bool repeated = false;
     auto r = co_await s->settle("SELECT pgqueue.release($1, $2, $3)", std::move(p), &repeated);
-    if (r.get<bool>(0, 0)) co_return;
+    bool released = r.get<bool>(0, 0);
     // A release that took effect left the job ready under this claim.
-    if (repeated && co_await outcome_of(s, &repeated) == "ready") co_return;
-    throw lost_error(*s);
+    if (!released && repeated) released = co_await outcome_of(s, &repeated) == "ready";
+    if (!released) throw lost_error(*s);
+    s->ended_as = detail::lease_state::outcome::released;
   }
 
   // The job's state as far as this claim is concerned (pgqueue.lease_outcome): its state while

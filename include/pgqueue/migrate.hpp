@@ -4,6 +4,7 @@
 #include <exception>
 
 #include <asio/awaitable.hpp>
+#include <asio/this_coro.hpp>
 
 #include "pgqueue/connect.hpp"
 #include "pgqueue/detail/schema_sql.hpp"
@@ -33,11 +34,16 @@ inline asio::awaitable<void> migrate(database db) {
     // The script is one transaction block: a statement failing in it (e.g. 42501 for a role
     // that does not own the schema) leaves the session inside the aborted block, refusing
     // every later query. Ending it keeps the connection usable; on a lost connection this
-    // fails too, and the original error is what matters.
+    // fails too, and the original error is what matters. Also when the caller was cancelled
+    // (the script's answer then was not awaited): Asio would refuse any await from here on,
+    // so that check is off for the ROLLBACK and restored after it.
+    const bool refuse_if_cancelled = co_await asio::this_coro::throw_if_cancelled();
+    co_await asio::this_coro::throw_if_cancelled(false);
     try {
       co_await db.execute_script("ROLLBACK");
     } catch (const error&) {
     }
+    co_await asio::this_coro::throw_if_cancelled(refuse_if_cancelled);
     std::rethrow_exception(failure);
   }
 }

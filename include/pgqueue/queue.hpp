@@ -107,22 +107,7 @@ class queue {
 
   /// Claims up to `max` due jobs (1 to 10000) in one round trip; empty when none is due.
   /// Cancellation as `try_claim`.
-  asio::awaitable<std::vector<lease>> try_claim_batch(int max) {
-    auto home = co_await asio::this_coro::executor;
-    const auto& o = s_->options;
-    auto r = co_await s_->db.query_prepared(
-        "SELECT id, queue, payload::text, priority, attempts, max_attempts, lease_token "
-        "FROM pgqueue.claim_batch($1, $2, $3, $4::interval)",
-        {s_->name, o.worker_id, max, detail::lease_state::interval(o.lease)},
-        pg::cancel_until_sent);
-    auto leases = leases_from(r, home);
-    const auto state = co_await asio::this_coro::cancellation_state;
-    if (state.cancelled() != asio::cancellation_type::none) {
-      for (auto& l : leases) l.release_in_background();
-      throw detail::cancelled_error("claim cancelled; the jobs it took were released");
-    }
-    co_return leases;
-  }
+  asio::awaitable<std::vector<lease>> try_claim_batch(int max) { return claim_now(max, false); }
 
   /// Waits until a job is claimable and claims it. Idle, it waits for an event: a
   /// notification (a job enqueued, retried or taken back; a job enqueued for later tells it
@@ -168,6 +153,30 @@ class queue {
  private:
   friend class worker;
 
+  // try_claim_batch; with `keep_if_cancelled`, a cancelled caller gets the jobs the claim took
+  // (to give them back itself) instead of their release in the background and an error.
+  asio::awaitable<std::vector<lease>> claim_now(int max, bool keep_if_cancelled) {
+    auto home = co_await asio::this_coro::executor;
+    // Asio refuses the await itself, unless the caller turned that off (throw_if_cancelled).
+    detail::throw_if_cancelled(co_await asio::this_coro::cancellation_state,
+                               "claim cancelled before it was sent; nothing was claimed");
+    const auto& o = s_->options;
+    auto r = co_await s_->db.query_prepared(
+        "SELECT id, queue, payload::text, priority, attempts, max_attempts, lease_token "
+        "FROM pgqueue.claim_batch($1, $2, $3, $4::interval)",
+        {s_->name, o.worker_id, max, detail::lease_state::interval(o.lease)},
+        pg::cancel_until_sent);
+    auto leases = leases_from(r, home);
+    const auto state = co_await asio::this_coro::cancellation_state;
+    if (state.cancelled() != asio::cancellation_type::none) {
+      if (keep_if_cancelled && !leases.empty()) co_return leases;
+      for (auto& l : leases) l.release_in_background();
+      throw detail::cancelled_error("claim cancelled; the jobs it took were released");
+    }
+    co_return leases;
+  }
+
+
   // The ranges queue_options documents. Checked before anything uses the values: an enormous
   // lease overflows steady_clock arithmetic, a negative interval makes a timer loop spin.
   static void check(const queue_options& o) {
@@ -196,15 +205,16 @@ class queue {
     }
   }
 
-  // claim_batch after a check that found nothing (the worker has just made one).
-  asio::awaitable<std::vector<lease>> wait_and_claim(int max) {
+  // claim_batch after a check that found nothing (the worker has just made one). With
+  // `keep_if_cancelled` as claim_now.
+  asio::awaitable<std::vector<lease>> wait_and_claim(int max, bool keep_if_cancelled = false) {
     // Subscribe before checking again: a job committed after this check is then announced to
     // us, and one committed before it is found by it.
     auto sub = co_await s_->db.subscribe(co_await channel());
     asio::steady_timer timer(co_await asio::this_coro::executor);
     detail::idle_backoff backoff(s_->options.poll_interval);
     for (;;) {
-      auto got = co_await try_claim_batch(max);
+      auto got = co_await claim_now(max, keep_if_cancelled);
       if (!got.empty()) co_return got;
       timer.expires_after(backoff.next(co_await wait_hint()));
       using namespace asio::experimental::awaitable_operators;
@@ -316,6 +326,9 @@ class queue {
                                                      bool any, const char* sql, pg::params p) {
     std::optional<pg::result> r;
     try {
+      // Asio refuses the await itself, unless the caller turned that off (throw_if_cancelled).
+      detail::throw_if_cancelled(co_await asio::this_coro::cancellation_state,
+                                 "enqueue cancelled before it was sent; nothing was added");
       r.emplace(co_await s->db.query_prepared(sql, std::move(p), pg::cancel_until_sent));
     } catch (...) {
       if (gate) carried(s, gate, false);

@@ -46,10 +46,10 @@ namespace pgqueue {
 /// run()).
 struct worker_stats {
   std::uint64_t claimed = 0;        ///< jobs claimed
-  std::uint64_t acked = 0;          ///< handler returned, job marked done
-  std::uint64_t failed = 0;         ///< handler threw, job nacked (retried later, or dead)
+  std::uint64_t acked = 0;          ///< marked done (handler returned, or acked itself)
+  std::uint64_t failed = 0;         ///< nacked (handler threw, or nacked itself)
   std::uint64_t lost = 0;           ///< lease lost (or ack unconfirmed) before the job could finish
-  std::uint64_t released = 0;       ///< given back unfinished at stop()
+  std::uint64_t released = 0;       ///< given back unfinished (at stop(), or by the handler)
   std::uint64_t janitor_reset = 0;  ///< expired leases this worker's janitor took back
 };
 
@@ -61,7 +61,9 @@ struct worker_stats {
 /// Its own work and the handlers run on a strand that run() makes of the executor awaiting it
 /// (a multi-threaded io_context is fine); queries run on the connection's strand. stop() may
 /// be called from any thread; cancelling run() stops the worker too (see run()). The worker
-/// must outlive run(), and may be destroyed as soon as run() has returned or thrown.
+/// must outlive run(), and may be destroyed as soon as run() has returned or thrown; run()
+/// may then be called again. Destroy it before its io_context (a worker inside the coroutine
+/// that awaits run() is: the context destroys that frame).
 class worker {
  public:
   /// `handler` is called as `co_await handler(lease&)` (it may ack/nack itself, or watch
@@ -173,8 +175,7 @@ class worker {
   /// What the worker did so far (summed over its sessions). Read it on the worker's strand
   /// (from a handler) or after run() has returned.
   worker_stats stats() const noexcept {
-    if (lanes_.empty()) return stats_;
-    worker_stats sum;
+    worker_stats sum = stats_;  // with lanes: earlier runs' (see run_lanes)
     for (const auto& lane : lanes_) {
       const auto s = lane->stats();
       sum.claimed += s.claimed;
@@ -255,6 +256,9 @@ class worker {
     strand_.emplace(ctl->strand);
     changed_.emplace(*strand_);
     ctl->body = this;
+    // What an earlier run() left: a worker may run again after run() returned.
+    stopping_ = stop_now_ = forced_ = false;
+    lane_failure_ = nullptr;
     {
       std::lock_guard<std::mutex> lock(control_mutex_);
       if (stop_requested_) stopping_ = true;
@@ -270,6 +274,11 @@ class worker {
       failure = std::current_exception();
     }
     ctl->body = nullptr;
+    {
+      // A stop() from now on is for the next run().
+      std::lock_guard<std::mutex> lock(control_mutex_);
+      stop_requested_ = false;
+    }
     if (failure) std::rethrow_exception(failure);
   }
 
@@ -357,6 +366,9 @@ class worker {
       while (lanes_left_ > 0) co_await changed_->wait(std::chrono::seconds(1));
       failure = lane_failure_;
     }
+    // The lanes' counts go into this worker's, for stats() after this and later runs.
+    stats_ = stats();
+    lanes_.clear();
     for (auto& db : extra) db.close();
     if (failure) std::rethrow_exception(failure);
   }
@@ -384,8 +396,11 @@ class worker {
           idle_ = true;
           flush_acks();
           try {
+            // A claim the stop cuts short returns its jobs (given back below, awaited) rather
+            // than releasing them in the background, which could outlive run() and the
+            // session (a lane's) they were claimed on.
             got = co_await asio::co_spawn(
-                ex, q_.wait_and_claim(want),
+                ex, q_.wait_and_claim(want, true),
                 asio::bind_cancellation_slot(stop_signal_.slot(), asio::use_awaitable));
           } catch (...) {
             idle_ = false;
@@ -521,6 +536,7 @@ class worker {
       if (l.finished()) {
         // The handler acked, nacked or released the job itself. A cancel cannot cut that
         // request off once begun: lease's final operations run to their answer (shielded).
+        if (l.state_) count_own_outcome(l.state_->ended_as.load());  // not when moved away
       } else if (l.lost()) {
         l.forget();
         ++stats_.lost;
@@ -543,6 +559,24 @@ class worker {
     --in_flight_;
     std::erase(handlers_, self);
     changed_->notify();
+  }
+
+  // A handler's own ack, nack or release, counted as the worker's would be.
+  void count_own_outcome(detail::lease_state::outcome o) {
+    switch (o) {
+      case detail::lease_state::outcome::acked:
+        ++stats_.acked;
+        break;
+      case detail::lease_state::outcome::failed:
+        ++stats_.failed;
+        break;
+      case detail::lease_state::outcome::released:
+        ++stats_.released;
+        break;
+      case detail::lease_state::outcome::none:
+        ++stats_.lost;  // the lease was lost, or the outcome is unknown
+        break;
+    }
   }
 
   // Nacks with the handler's message. Should the server still refuse it (a statement error,

@@ -228,6 +228,38 @@ TEST_CASE("an enqueue cancelled at any step announces the job it added", "[cance
   CHECK(added > 0);
 }
 
+TEST_CASE("a cancelled coroutine that turned Asio's check off still cannot claim or enqueue",
+          "[cancel]") {
+  queue_fixture f;
+  session admin(f.db.dsn());
+  const auto id = admin.integer("SELECT pgqueue.enqueue('q', '{}')");
+  std::vector<std::error_code> refusals;
+  run_async([&]() -> asio::awaitable<void> {
+    using namespace asio::experimental::awaitable_operators;
+    pgqueue::queue q(co_await f.connect(), "q");
+    auto cancelled_then_try = [&]() -> asio::awaitable<void> {
+      co_await asio::this_coro::throw_if_cancelled(false);
+      asio::steady_timer t(co_await asio::this_coro::executor, 1h);
+      std::error_code ec;
+      co_await t.async_wait(asio::redirect_error(asio::use_awaitable, ec));  // cancelled here
+      for (int op = 0; op < 3; ++op) {
+        try {
+          if (op == 0) co_await q.try_claim();
+          if (op == 1) co_await q.enqueue("{\"late\": 1}");
+          if (op == 2) co_await q.claim();
+        } catch (const pgqueue::error& e) {
+          refusals.push_back(e.code());
+        }
+      }
+    };
+    co_await (cancelled_then_try() || after({0, 10ms}));
+  });
+  REQUIRE(refusals.size() == 3);
+  for (const auto& code : refusals) CHECK(code == asio::error::operation_aborted);
+  CHECK(read_job(admin, id).state == "ready");
+  CHECK(count_jobs(admin, "ready") == 1);
+}
+
 TEST_CASE("a claim cancelled while its request is in flight releases what it took", "[cancel]") {
   queue_fixture f;
   session admin(f.db.dsn());

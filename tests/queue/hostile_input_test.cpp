@@ -9,6 +9,7 @@
 
 #include <pgqueue/pgqueue.hpp>
 
+#include "support/async.hpp"
 #include "support/role.hpp"
 #include "support/server.hpp"
 #include "support/session.hpp"
@@ -405,6 +406,34 @@ TEST_CASE("migrate refuses a role that does not own the schema, and a closed han
   CHECK(errors[0].sqlstate() == "42501");
   CHECK(errors[1].code() == pgqueue::pg::errc::closed);
   CHECK(jobs_digest(s) == before);
+}
+
+TEST_CASE("migrate cancelled at any step leaves a refused role's connection usable",
+          "[hostile][cancel]") {
+  scratch_database db;
+  scoped_role stranger(db.dsn(), "stranger");
+  const auto dsn = stranger.dsn();
+  int cancelled = 0;
+  for (int step = 0; step < 40; ++step) {
+    run_async([&]() -> asio::awaitable<void> {
+      using namespace asio::experimental::awaitable_operators;
+      auto conn = co_await pgqueue::connect(co_await asio::this_coro::executor, dsn);
+      // Cancelled after `step` executor hops, or (later steps) after a delay.
+      auto trigger = [&]() -> asio::awaitable<void> {
+        co_await hops(std::min(step, 20));
+        if (step > 20) co_await pause(std::chrono::milliseconds(step - 20));
+      };
+      try {
+        auto r = co_await (pgqueue::migrate(conn) || trigger());
+        if (r.index() == 1) ++cancelled;
+      } catch (const pgqueue::error& e) {
+        CHECK(e.sqlstate() == "42501");  // refused before the cancel came
+      }
+      auto r = co_await conn.query("SELECT 42");
+      CHECK(r.get<int>(0, 0) == 42);
+    });
+  }
+  CHECK(cancelled > 0);
 }
 
 }  // namespace queue_hostile_input_test

@@ -246,6 +246,62 @@ TEST_CASE("stop() under load leaves no job claimed and loses none", "[worker]") 
   CHECK(admin.integer("SELECT count(*) FROM pgqueue.jobs WHERE attempts > 1") == 0);
 }
 
+TEST_CASE("a worker runs again after run() returned, stopped or cancelled", "[worker]") {
+  queue_fixture f;
+  session admin(f.db.dsn());
+  for (int connections : {1, 2}) {
+    for (bool cancel : {false, true}) {
+      const std::string queue = "again" + std::to_string(connections) + (cancel ? "c" : "s");
+      fill(admin, queue, 20);
+      std::vector<int> handled_per_run;
+      run_async([&]() -> asio::awaitable<void> {
+        using namespace asio::experimental::awaitable_operators;
+        pgqueue::queue q{co_await f.connect(), queue};
+        int handled = 0;
+        asio::cancellation_signal enough;  // the first run ends after 5 jobs
+        pgqueue::worker* self = nullptr;
+        pgqueue::worker w(
+            q,
+            [&](const pgqueue::job&) -> asio::awaitable<void> {
+              if (++handled == 5) {
+                if (cancel) {
+                  enough.emit(asio::cancellation_type::terminal);
+                } else {
+                  self->stop();
+                }
+              }
+              co_return;
+            },
+            {.concurrency = 2, .connections = connections});
+        self = &w;
+        std::error_code first;
+        try {
+          co_await asio::co_spawn(co_await asio::this_coro::executor, w.run(),
+                                  asio::bind_cancellation_slot(enough.slot(), asio::use_awaitable));
+        } catch (const pgqueue::error& e) {
+          first = e.code();
+        }
+        CHECK(first == (cancel ? std::error_code(asio::error::operation_aborted)
+                               : std::error_code()));
+        handled_per_run.push_back(handled);
+        handled = 100;  // the second run stops once the queue is empty
+        auto second = [&]() -> asio::awaitable<void> {
+          co_await eventually([&] { return count_jobs(admin, "done", queue) == 20; });
+          w.stop();
+        };
+        co_await (w.run() && second());
+        handled_per_run.push_back(handled - 100);
+        CHECK(w.stats().acked == 20);
+      });
+      INFO(connections << " connections, " << (cancel ? "cancelled" : "stopped"));
+      REQUIRE(handled_per_run.size() == 2);
+      CHECK(handled_per_run[0] >= 5);
+      CHECK(handled_per_run[0] + handled_per_run[1] == 20);
+      CHECK(count_jobs(admin, "done", queue) == 20);
+    }
+  }
+}
+
 TEST_CASE("one worker in the fleet runs the janitor", "[worker][janitor]") {
   queue_fixture f;
   session admin(f.db.dsn());
@@ -364,6 +420,8 @@ TEST_CASE("run() cancelled at any moment returns once all it started has ended, 
             threw_aborted = winner.index() == 1;
           }
           stats = w.stats();
+          // Nothing left for the background: every job it claimed has ended by now.
+          CHECK(count_jobs(admin, "claimed", queue) == 0);
         });  // the worker is gone here, and so is its io_context
         INFO(connections << " connections, " << (terminal ? "terminal " : "all types ") << when);
         CHECK(threw_aborted);
@@ -376,7 +434,9 @@ TEST_CASE("run() cancelled at any moment returns once all it started has ended, 
         // another lane's claim, sent before the stop, takes it and gives it back again.
         if (connections == 1) CHECK(stats.released <= static_cast<std::uint64_t>(e.released));
         CHECK(stats.lost == 0);
-        CHECK(stats.failed == 0);
+        // The handlers' own nacks count as failed, their acks as acked.
+        CHECK(stats.failed == static_cast<std::uint64_t>(e.nacked));
+        CHECK(stats.acked + stats.failed + stats.released == stats.claimed);
       }
     }
   }

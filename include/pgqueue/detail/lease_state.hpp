@@ -57,6 +57,10 @@ struct lease_state : std::enable_shared_from_this<lease_state> {
   asio::cancellation_signal lost_signal;  // touched on `home` only
   std::atomic<bool> finished{false};      // acked, nacked, released or abandoned
   std::atomic<bool> lost{false};          // the server refused a heartbeat, or the lease ran out
+  // What a final operation of the lease's own (ack, nack, release) achieved, for the worker's
+  // counts of what handlers did themselves.
+  enum class outcome : int { none, acked, failed, released };
+  std::atomic<outcome> ended_as{outcome::none};
   // Our estimate of lease_until: written by the heartbeat (connection strand), read by final
   // operations and the worker (their own executors).
   std::atomic<std::chrono::steady_clock::time_point> expires;
