@@ -192,7 +192,7 @@ class worker {
   using clock = std::chrono::steady_clock;
   // A strand, type-erased: over the io_context's own executor type when that is what run()
   // was awaited on, since a strand over a type-erased executor costs more on every hop
-  // (measured: 15-20% more CPU per job in the drain benchmark's unbatched rows).
+  // (measured: up to a fifth more client CPU per job in the drain benchmark's unbatched rows).
   using strand_type = asio::any_io_executor;
   static strand_type make_worker_strand(const asio::any_io_executor& ex) {
     if (const auto* io = ex.target<asio::io_context::executor_type>()) return asio::make_strand(*io);
