@@ -996,6 +996,8 @@ DECLARE
   v_queue text;
 BEGIN
   PERFORM pgqueue.require(p_grace, 'grace');
+  -- A negative grace would take back leases that are still valid.
+  PERFORM pgqueue.require_valid(p_grace >= interval '0', 'grace must not be negative');
   FOR v_queue IN
     WITH stale AS (
       SELECT j.id FROM pgqueue.jobs j
@@ -1096,6 +1098,9 @@ BEGIN
   PERFORM pgqueue.require(p_retain_dead, 'retain_dead');
   PERFORM pgqueue.require(p_batch_size, 'batch_size');
   PERFORM pgqueue.require_valid(p_batch_size >= 1, 'batch_size must be at least 1');
+  -- A negative retention would delete jobs that finished a moment ago, or in the future.
+  PERFORM pgqueue.require_valid(p_retain_done >= interval '0' AND p_retain_dead >= interval '0',
+                                'retain_done and retain_dead must not be negative');
   WITH gone AS (
     DELETE FROM pgqueue.jobs j
      WHERE j.id IN (SELECT f.id FROM pgqueue.jobs f

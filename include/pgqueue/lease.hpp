@@ -33,10 +33,12 @@ enum class nack_result {
 };
 
 /// A claimed job, held while the object lives (move-only). It heartbeats on its own every
-/// `heartbeat_interval`, so a job may run far longer than the lease length. If the lease is
-/// lost (a heartbeat refused: the janitor took the job back, or the lease ran out while the
-/// server was unreachable), `lost()` turns true and `lost_slot()` fires; `ack`/`nack` then throw
-/// `errc::lease_lost` instead of touching the job's new attempt.
+/// `heartbeat_interval`, so a job may run far longer than the lease length. If the lease may
+/// be lost (a heartbeat refused: the janitor took the job back; or the lease ran out before a
+/// heartbeat got through, e.g. while the server was unreachable or the process stalled),
+/// `lost()` turns true and `lost_slot()` fires: stop working on the job. `ack`/`nack` still ask
+/// the server, which accepts them while nobody has taken the job back and otherwise refuses
+/// them (`errc::lease_lost`, nothing changed): the lease token fences them from a later claim.
 ///
 /// Destroying a lease that was neither acked, nacked nor released nacks it in the background
 /// (the destructor never blocks) with the reason "abandoned", or "abandoned: exception during
@@ -67,7 +69,8 @@ class lease {
   /// Whether ack, nack or release was already called (or the lease is empty).
   bool finished() const noexcept { return !state_ || state_->finished; }
 
-  /// Whether the lease is known to be lost. No round trip.
+  /// Whether the lease was refused by the server or ran out before a heartbeat got through
+  /// (the job may be someone else's by now). No round trip.
   bool lost() const noexcept { return state_ && state_->lost; }
 
   /// Emitted (terminal cancellation) when the lease is lost, on the executor of the coroutine
@@ -239,7 +242,9 @@ class lease {
                   "lease of job " + std::to_string(state_->the_job.id) + " already finished");
     }
     state_->stop_heartbeat();
-    if (state_->lost) throw lost_error(*state_);
+    // Not refused here when lost() is set: the server decides. A lease whose deadline passed
+    // before a heartbeat got through may still be ours (nobody took the job back), and the
+    // final operations are fenced by the lease token, so asking cannot touch a later claim.
     return state_;
   }
 
@@ -303,8 +308,8 @@ class lease {
 };
 
 /// Acks many leases in one round trip and one commit (pgqueue.ack_batch); every lease ends
-/// finished. All must come from handles with one worker id (e.g. one queue handle), else
-/// `errc::invalid_argument` before anything is sent. Returns how many jobs were marked done: a
+/// finished. All must come from handles with one worker id on one connection (e.g. one queue
+/// handle), else `errc::invalid_argument` before anything is sent. Returns how many jobs were marked done: a
 /// lease that was lost is not, and is not an error here (compare with `leases.size()`). Throws
 /// `lease_finished` if one was already finished (before anything is sent), or a connection error
 /// (the jobs' leases then expire). Sent again across a reconnect like `lease::ack`; then the count
@@ -324,13 +329,20 @@ inline asio::awaitable<std::size_t> ack_batch(std::vector<lease>& leases) {
                       leases.front().state_->worker_id + "', '" + l.state_->worker_id +
                       "'); ack them in one batch per queue handle");
     }
+    // The statement goes to one database: a job claimed through another connection (perhaps
+    // another database, with the same explicit worker id) would not be found there.
+    if (!(l.state_->db == leases.front().state_->db)) {
+      throw error(errc::invalid_argument,
+                  "ack_batch: the leases were claimed on different connections; ack them in one "
+                  "batch per connection");
+    }
   }
   std::vector<std::shared_ptr<detail::lease_state>> states;
   for (auto& l : leases) {
     // The leases keep their state (finished), so job() still answers afterwards.
     l.state_->finished = true;
     l.state_->stop_heartbeat();
-    if (!l.lost()) states.push_back(l.state_);
+    states.push_back(l.state_);  // lost ones too: the server decides (see finish())
   }
   if (states.empty()) co_return 0;
   auto op = lease::do_ack_batch(std::move(states));

@@ -537,10 +537,14 @@ class worker {
         // The handler acked, nacked or released the job itself. A cancel cannot cut that
         // request off once begun: lease's final operations run to their answer (shielded).
         if (l.state_) count_own_outcome(l.state_->ended_as.load());  // not when moved away
-      } else if (l.lost()) {
+      } else if (failure && l.lost()) {
+        // Most likely stopped by the lost signal; the job comes back when its lease expires.
+        // A handler that finished despite the signal is acked below: the server decides.
         l.forget();
         ++stats_.lost;
-      } else if (forced_) {
+      } else if (failure && forced_) {
+        // Cut short by the stop (that is most likely why it failed): not the job's fault. A
+        // handler that returned normally finished its job, stop or not, and is acked below.
         co_await give_back(l);
       } else if (failure) {
         co_await nack_failed(l, std::move(*failure));

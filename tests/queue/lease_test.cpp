@@ -200,4 +200,55 @@ TEST_CASE("ack_batch: leases keep their job after it, and mixed worker ids are r
   CHECK(count_jobs(admin, "done") == 3);
 }
 
+TEST_CASE("ack_batch refuses leases of one worker id claimed on two connections", "[lease]") {
+  queue_fixture f;
+  scratch_database other_db{true};
+  session admin(f.db.dsn()), other_admin(other_db.dsn());
+  admin.query("SELECT pgqueue.enqueue('q', '{}')");
+  other_admin.query("SELECT pgqueue.enqueue('q', '{}')");
+  run_async([&]() -> asio::awaitable<void> {
+    auto ex = co_await asio::this_coro::executor;
+    // One explicit worker id on two databases: the id check alone would let this through.
+    pgqueue::queue a(co_await f.connect(), "q", {.worker_id = "w"});
+    pgqueue::queue b(co_await pgqueue::connect(ex, other_db.dsn()), "q", {.worker_id = "w"});
+    std::vector<pgqueue::lease> two;
+    two.push_back(co_await a.claim());
+    two.push_back(co_await b.claim());
+    std::error_code refused;
+    try {
+      co_await pgqueue::ack_batch(two);
+    } catch (const pgqueue::error& e) {
+      refused = e.code();
+    }
+    CHECK(refused == pgqueue::errc::invalid_argument);
+    CHECK_FALSE(two[0].finished());
+    CHECK_FALSE(two[1].finished());
+    for (auto& l : two) co_await l.ack();
+  });
+  CHECK(count_jobs(admin, "done") == 1);
+  CHECK(count_jobs(other_admin, "done") == 1);
+}
+
+TEST_CASE("a lease that ran out before a heartbeat got through is acked if nobody took it back",
+          "[lease]") {
+  queue_fixture f;
+  session admin(f.db.dsn()), locker(f.db.dsn());
+  const auto id = admin.integer("SELECT pgqueue.enqueue('q', '{}')");
+  run_async([&]() -> asio::awaitable<void> {
+    auto ex = co_await asio::this_coro::executor;
+    auto db = co_await f.connect();
+    pgqueue::queue q(db, "q", {.lease = 300ms});
+    auto l = co_await q.claim();
+    // A statement blocked on a lock holds up the session's pipeline, heartbeats included.
+    locker.query("SELECT pg_advisory_lock(42)");
+    asio::co_spawn(ex, db.query("SELECT pg_advisory_lock(42), pg_advisory_unlock(42)"),
+                   asio::detached);
+    CHECK(co_await eventually([&] { return l.lost(); }, 5s));
+    locker.query("SELECT pg_advisory_unlock(42)");
+    // Nobody ran the janitor: the job is still this claim's, and the server takes the ack.
+    co_await l.ack();
+  });
+  CHECK(read_job(admin, id).state == "done");
+}
+
 }  // namespace queue_lease_test

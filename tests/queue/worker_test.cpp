@@ -442,6 +442,41 @@ TEST_CASE("run() cancelled at any moment returns once all it started has ended, 
   }
 }
 
+TEST_CASE("a stop now acks the jobs whose handlers still returned normally", "[worker][cancel]") {
+  queue_fixture f;
+  session admin(f.db.dsn());
+  constexpr int concurrency = 4;
+  fill(admin, "q", concurrency);
+  pgqueue::worker_stats stats;
+  run_async([&]() -> asio::awaitable<void> {
+    auto ex = co_await asio::this_coro::executor;
+    pgqueue::queue q{co_await f.connect(), "q"};
+    asio::steady_timer all_started(ex, asio::steady_timer::time_point::max());
+    int started = 0;
+    pgqueue::worker w(
+        q,
+        [&](const pgqueue::job&) -> asio::awaitable<void> {
+          // In the past: a wait that begins later completes at once, as does one under way.
+          if (++started == concurrency) all_started.expires_at(asio::steady_timer::time_point::min());
+          // Finishes its work whatever happens: the cancel only ends this wait early.
+          asio::steady_timer t(co_await asio::this_coro::executor, 30s);
+          std::error_code ec;
+          co_await t.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+        },
+        {.concurrency = concurrency, .stop_timeout = 30s});
+    auto wait_started = [&]() -> asio::awaitable<void> {
+      std::error_code ec;
+      co_await all_started.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+    };
+    CHECK(aborted(
+        co_await cancelled_by(w.run(), wait_started(), asio::cancellation_type::terminal)));
+    stats = w.stats();
+  });
+  CHECK(count_jobs(admin, "done") == concurrency);
+  CHECK(stats.acked == concurrency);
+  CHECK(stats.released == 0);
+}
+
 TEST_CASE("a terminal cancellation of run() stops now; `||` lets handlers finish",
           "[worker][cancel]") {
   queue_fixture f;

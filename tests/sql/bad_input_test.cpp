@@ -54,6 +54,11 @@ TEST_CASE("bad input is refused with the right SQLSTATE and changes nothing", "[
       {"SELECT pgqueue.gc('1 day', '1 day', 0)", "22023", "batch_size"},
       {"SELECT pgqueue.gc(NULL)", "22004", "retain_done must not be NULL"},
       {"SELECT pgqueue.janitor_reset_stale_claims(NULL)", "22004", "grace must not be NULL"},
+      // Would take back the live lease of `held`, and delete jobs just finished.
+      {"SELECT pgqueue.janitor_reset_stale_claims('-1 hour')", "22023",
+       "grace must not be negative"},
+      {"SELECT pgqueue.gc('-7 days')", "22023", "must not be negative"},
+      {"SELECT pgqueue.gc('1 day', '-1 day')", "22023", "must not be negative"},
       {"SELECT pgqueue.set_retry_backoff('q', '10 s', '1 s')", "22023", "back-off"},
       {"SELECT pgqueue.retry_dead(E'\\t')", "22023", "invalid queue name"},
       {"SELECT pgqueue.wake('')", "22023", "invalid queue name"},

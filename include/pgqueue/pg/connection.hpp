@@ -120,6 +120,11 @@ class connection {
     if (impl_) impl_->close();
   }
 
+  /// Whether two handles are copies of one connection. No round trip.
+  friend bool operator==(const connection& a, const connection& b) noexcept {
+    return a.impl_ == b.impl_;
+  }
+
   /// The strand all of this connection's work runs on.
   asio::any_io_executor get_executor() const {
     return impl_ ? asio::any_io_executor(impl_->strand()) : asio::any_io_executor();
