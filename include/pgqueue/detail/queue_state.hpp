@@ -4,6 +4,7 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 
@@ -21,7 +22,21 @@ struct queue_state {
   std::string worker_id;
   std::string channel;                      // pgqueue.channel(name), fetched once
   std::optional<pg::subscription> watcher;  // next_notification()'s subscription
-  std::atomic<std::shared_ptr<wake_gate>> wake;  // the queue's process-wide wake-up gate
+  // The queue's process-wide wake-up gate, once known. A mutex rather than
+  // std::atomic<std::shared_ptr>: libstdc++ 12 guards that with a lock bit ThreadSanitizer
+  // does not see, and it reported a race between the store and enqueues' loads.
+  struct gate_slot {
+    std::shared_ptr<wake_gate> load() const {
+      std::lock_guard<std::mutex> lock(mutex);
+      return gate;
+    }
+    void store(std::shared_ptr<wake_gate> g) {
+      std::lock_guard<std::mutex> lock(mutex);
+      gate = std::move(g);
+    }
+    mutable std::mutex mutex;
+    std::shared_ptr<wake_gate> gate;
+  } wake;
 };
 
 }  // namespace pgqueue::detail
