@@ -23,8 +23,8 @@ namespace {
 constexpr const char* usage = R"(usage: pgqueue-bench [options] "<conninfo>"
 Runs the benchmark scenarios against the server (each in a database of its own, created and
 dropped; the role needs CREATEDB) and prints a table on stdout, progress on stderr.
-  --only LIST          scenarios to run, comma-separated (default: all)
-                       enqueue,drain,latency,scale,reference,memory
+  --only LIST          scenarios to run, comma-separated (default: all but pinned)
+                       enqueue,drain,latency,scale,reference,memory,pinned
   --json FILE          also write the results as JSON
   --seconds N          length of each timed run (default 5)
   --drain-jobs N       jobs pre-filled for each drain (default 50000)
@@ -33,6 +33,9 @@ dropped; the role needs CREATEDB) and prints a table on stdout, progress on stde
   --latency-samples N  jobs timed per latency run (default 1200)
   --latency-rate N     jobs per second in the latency runs (default 200)
   --memory-jobs N      jobs in flight in the memory scenario (default 10000)
+  --pinned-minutes N   pinned: minutes of jobs in and out while a REPEATABLE READ
+                       transaction holds the horizon (default 10; only with --only pinned)
+  --pinned-rate N      pinned: jobs per second in and out (default 5000)
   --pgbench PATH       the pgbench to run (default: pgbench on PATH)
   --seed-schema PATH   the seed schema fixture (default: tests/fixtures/seed_schema.sql)
   --after-migrate FILE SQL run in each database right after the schema is installed, to
@@ -83,6 +86,10 @@ void add_targets(bench::report& rep) {
       {"drain with retained completed jobs >= 0.8x empty", "scale.retained", "scale.0", "", 0.8});
   rep.add_target(
       {"depth with retained completed jobs < 50 ms", "scale.retained", "", "depth_ms", 50});
+  rep.add_target({"pinned horizon: rate held at the end (>= 0.95x the first 20 s)",
+                  "pinned.end", "pinned.start", "", 0.95});
+  rep.add_target({"pinned horizon: claim time at the end <= 1.5x the first 20 s", "pinned.end", "",
+                  "claim_vs_start", 1.5});
 }
 
 std::vector<std::pair<std::string, std::string>> server_facts(const bench::options& opt) {
@@ -128,6 +135,9 @@ int main(int argc, char** argv) {
          [&](const std::string& v) { ctx.opt.latency_samples = std::stoi(v); }},
         {"--latency-rate", [&](const std::string& v) { ctx.opt.latency_rate = std::stoi(v); }},
         {"--memory-jobs", [&](const std::string& v) { ctx.opt.memory_jobs = std::stoi(v); }},
+        {"--pinned-minutes",
+         [&](const std::string& v) { ctx.opt.pinned_minutes = std::stoi(v); }},
+        {"--pinned-rate", [&](const std::string& v) { ctx.opt.pinned_rate = std::stoi(v); }},
         {"--pgbench", [&](const std::string& v) { ctx.opt.pgbench = v; }},
         {"--seed-schema", [&](const std::string& v) { ctx.opt.seed_schema = v; }},
         {"--after-migrate",
@@ -157,7 +167,7 @@ int main(int argc, char** argv) {
     if (positional.size() != 1) throw std::runtime_error("expected one conninfo argument");
     if (ctx.opt.seconds < 1 || ctx.opt.drain_jobs < 1 || ctx.opt.latency_rate < 1 ||
         ctx.opt.latency_samples < 1 || ctx.opt.memory_jobs < 1 || ctx.opt.memory_jobs > 10000 ||
-        ctx.opt.retained < 1) {
+        ctx.opt.retained < 1 || ctx.opt.pinned_minutes < 1 || ctx.opt.pinned_rate < 100) {
       throw std::runtime_error("a numeric option is out of range");
     }
   } catch (const std::exception& e) {
@@ -171,6 +181,7 @@ int main(int argc, char** argv) {
       {"enqueue", bench::run_enqueue},     {"drain", bench::run_drain},
       {"latency", bench::run_latency},     {"scale", bench::run_scale},
       {"reference", bench::run_reference}, {"memory", bench::run_memory},
+      {"pinned", bench::run_pinned},
   };
   std::map<std::string, bool> wanted;
   std::stringstream list(only);

@@ -9,7 +9,8 @@
 -- also run as a single simple-protocol script.
 --
 -- Schema versions: 1 = the seed design (no version table), 2 = the first pgqueue release,
--- 3 = this file (lease tokens that only grow, maintenance inside claims).
+-- 3 = lease tokens that only grow, maintenance inside claims, 4 = this file (claims start at a
+-- per-queue floor, so dead index entries left behind a long transaction are not read).
 
 BEGIN;
 SET LOCAL client_min_messages = warning;
@@ -35,8 +36,8 @@ BEGIN
   IF v_from IS NULL THEN
     v_from := CASE WHEN to_regclass('pgqueue.jobs') IS NULL THEN 0 ELSE 1 END;
   END IF;
-  IF v_from > 3 THEN
-    RAISE EXCEPTION 'pgqueue: the installed schema is version %, newer than this file (version 3)', v_from
+  IF v_from > 4 THEN
+    RAISE EXCEPTION 'pgqueue: the installed schema is version %, newer than this file (version 4)', v_from
       USING ERRCODE = 'object_not_in_prerequisite_state',
             HINT = 'Use the sql/pgqueue.sql shipped with the newer pgqueue; downgrades are refused.';
   END IF;
@@ -115,6 +116,24 @@ CREATE TABLE IF NOT EXISTS pgqueue.maintenance (
 );
 INSERT INTO pgqueue.maintenance (singleton) VALUES (true) ON CONFLICT (singleton) DO NOTHING;
 
+-- Where claims start reading a queue's ready jobs, per priority: a position (run_after, id) in
+-- claim order at or below every ready job of that queue and priority. A claim turns a ready row
+-- into a claimed one and leaves its entry in the ready index behind, dead; vacuum removes such
+-- entries only once no transaction may still see the row, so while one long transaction is
+-- open they pile up at the head of the index, and a claim that started at the head would read
+-- them all (a queue at 5,000 jobs/s fell to a seventh of its rate within 3 minutes). Claims
+-- start here instead. Who makes a job ready below a floor lowers it (pgqueue.floor_admit);
+-- claims move it up to the first ready job at most once a second (pgqueue.floor_advance).
+-- Never removed (a priority that empties keeps its row), so a claim never misses a priority.
+CREATE TABLE IF NOT EXISTS pgqueue.ready_floor (
+  queue text NOT NULL,
+  priority int NOT NULL,
+  run_after timestamptz NOT NULL,
+  id bigint NOT NULL,
+  moved_at timestamptz NOT NULL DEFAULT now(),
+  PRIMARY KEY (queue, priority)
+) WITH (fillfactor = 20);  -- room for the moves to stay on the page (HOT)
+
 -- ── structural upgrade to version 2 (runs once; every step also serves a fresh install) ──
 DO $$
 BEGIN
@@ -185,6 +204,24 @@ BEGIN
 END
 $$;
 
+-- ── structural upgrade to version 4 (runs once) ────────────────────────────────────────────
+DO $$
+BEGIN
+  IF current_setting('pgqueue.migrating_from')::int >= 4 THEN
+    RETURN;
+  END IF;
+  -- No writer may add a ready job between the floors' computation and this commit: enqueues
+  -- of the old version would not lower them.
+  LOCK TABLE pgqueue.jobs IN SHARE MODE;
+  INSERT INTO pgqueue.ready_floor (queue, priority, run_after, id)
+  SELECT DISTINCT ON (j.queue, j.priority) j.queue, j.priority, j.run_after, j.id
+    FROM pgqueue.jobs j
+   WHERE j.state = 'ready'
+   ORDER BY j.queue, j.priority, j.run_after, j.id
+  ON CONFLICT (queue, priority) DO NOTHING;
+END
+$$;
+
 -- Ready jobs with no attempts left (only the seed's janitor left such rows): normally empty, so
 -- the janitor finds them without reading every ready job. Outside the version-2 step so that
 -- installs of this version made before the index existed get it too.
@@ -240,6 +277,14 @@ $$;
 -- Helpers called on hot paths are PL/pgSQL, not SQL: a SQL function that pins search_path
 -- cannot be inlined, and then plans its body again on every call (PL/pgSQL keeps its plans for
 -- the session); ready_priorities alone cost a claim 0.17 ms that way.
+--
+-- Every function that reads pgqueue.jobs runs with enable_seqscan = off. PL/pgSQL's plans are
+-- kept for the session, and a plan made while the table was empty (a new install, the first
+-- minute of a queue) reads the whole table; kept until the next analyze, such a plan made
+-- claims and acks read every row, live and dead, on each call. With sequential scans off the
+-- planner takes the index that the statement was written for whatever the statistics say.
+-- (And with jit = off: a table it must still scan whole, such as pgqueue.maintenance, gets a
+-- huge cost that would otherwise make every first call of a session JIT-compile, 30-90 ms.)
 
 -- The LISTEN channel of a queue. A hash keeps every valid name (up to 255 bytes) under the
 -- 63-byte channel limit and makes the channel a plain identifier; the payload carries the name.
@@ -279,26 +324,32 @@ BEGIN
 END
 $$;
 
--- The insert trigger's safety net: any INSERT into pgqueue.jobs (enqueue's, or a direct one)
--- wakes the listeners of each queue that received a ready job, once per statement. Jobs due
+-- The insert trigger: any INSERT into pgqueue.jobs (enqueue's, or a direct one) admits its
+-- ready jobs below their claim floors (pgqueue.floor_admit) and wakes the listeners of each
+-- queue that received a ready job, once per statement. Jobs due
 -- later wake them too: an idle claimer then learns the new, earlier due time (pgqueue.wait_hint)
 -- instead of sleeping through it.
--- enqueue(..., p_wake => false) suppresses it because its caller calls wake() after commit.
+-- enqueue(..., p_wake => false) suppresses the wake-up because its caller calls wake() after
+-- commit.
 CREATE OR REPLACE FUNCTION pgqueue.notify_new_job()
 RETURNS trigger
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-  v_queue text;
+  v_wake boolean := current_setting('pgqueue.defer_wake', true) IS DISTINCT FROM 'on';
+  v_first record;
 BEGIN
-  IF current_setting('pgqueue.defer_wake', true) = 'on' THEN
-    RETURN NULL;
-  END IF;
-  FOR v_queue IN
-    SELECT DISTINCT n.queue FROM new_jobs n WHERE n.state = 'ready'
+  FOR v_first IN
+    SELECT DISTINCT ON (n.queue, n.priority) n.queue, n.priority, n.run_after, n.id
+      FROM new_jobs n
+     WHERE n.state = 'ready'
+     ORDER BY n.queue, n.priority, n.run_after, n.id
   LOOP
-    PERFORM pgqueue.notify_queue(v_queue);
+    PERFORM pgqueue.floor_admit(v_first.queue, v_first.priority, v_first.run_after, v_first.id);
+    IF v_wake THEN
+      PERFORM pgqueue.notify_queue(v_first.queue);  -- folds: one per queue
+    END IF;
   END LOOP;
   RETURN NULL;
 END
@@ -358,6 +409,8 @@ CREATE OR REPLACE FUNCTION pgqueue.enqueue(
 RETURNS bigint
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+SET jit = off
 AS $$
 DECLARE
   v_id bigint;
@@ -416,6 +469,8 @@ CREATE OR REPLACE FUNCTION pgqueue.enqueue_batch(
 RETURNS bigint[]
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+SET jit = off
 AS $$
 DECLARE
   v_n int;
@@ -478,29 +533,108 @@ BEGIN
 END
 $$;
 
+-- ── claim floors (pgqueue.ready_floor) ────────────────────────────────────────────────────
+-- The rule that keeps every ready job at or above its floor: whoever makes a job ready holds
+-- the queue's floor lock in shared mode from then until its transaction ends, and lowers the
+-- floor when the job is below it; a floor moves up only under the same lock in exclusive mode,
+-- to what a snapshot taken under it sees. So no job is passed: while its transaction is open
+-- its queue's floors do not move (the move is skipped; a later claim tries again), and a job
+-- made ready after a move sees the moved floor and lowers it. The lock is an advisory lock in the
+-- two-int space (1885434739 = 'pgqs', and the queue's hash), apart from applications' one-bigint
+-- advisory locks; two queues sharing a hash only share the lock.
+
+-- Admits a job made ready at (p_run_after, p_id) in claim order: lowers its queue's floor for
+-- p_priority when the job is below it (creating the floor for a new priority). Called by every
+-- function that makes a job ready and by the insert trigger, after writing the row. Usually
+-- one index probe; a write only when the floor moves down. In REPEATABLE READ or SERIALIZABLE
+-- the snapshot may predate a floor's move, so there it always writes the floor's row, and can
+-- fail with 40001 when a claim moved that floor meanwhile (retry the transaction).
+CREATE OR REPLACE FUNCTION pgqueue.floor_admit(
+  p_queue text, p_priority int, p_run_after timestamptz, p_id bigint)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  v_below boolean;
+BEGIN
+  PERFORM pg_advisory_xact_lock_shared(1885434739, hashtext(p_queue));
+  -- In READ COMMITTED this statement's snapshot is taken after the lock: any move is in it.
+  SELECT (p_run_after, p_id) < (f.run_after, f.id) INTO v_below
+    FROM pgqueue.ready_floor f
+   WHERE f.queue = p_queue AND f.priority = p_priority;
+  IF v_below IS NOT DISTINCT FROM false
+     AND current_setting('transaction_isolation') = 'read committed' THEN
+    RETURN;
+  END IF;
+  INSERT INTO pgqueue.ready_floor AS f (queue, priority, run_after, id)
+  VALUES (p_queue, p_priority, p_run_after, p_id)
+  ON CONFLICT (queue, priority) DO UPDATE
+    SET run_after = EXCLUDED.run_after, id = EXCLUDED.id
+    WHERE (EXCLUDED.run_after, EXCLUDED.id) < (f.run_after, f.id);
+END
+$$;
+
+-- Moves each floor of p_queue up to its first ready job (to 'infinity' when it has none), if
+-- no transaction that makes jobs of the queue ready is open (else it does nothing: a later
+-- claim tries again). Claims call it at most about once a second per queue; it reads the dead
+-- entries between the old floor and the first ready job once, so that claims do not. Holds
+-- the floor lock until the caller's transaction ends, which holds back the queue's enqueues
+-- until then. Only in READ COMMITTED: an older snapshot could miss a job committed since.
+CREATE OR REPLACE FUNCTION pgqueue.floor_advance(p_queue text)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+SET jit = off
+AS $$
+DECLARE
+  v_floor record;
+  v_run_after timestamptz;
+  v_id bigint;
+BEGIN
+  IF current_setting('transaction_isolation') <> 'read committed'
+     OR NOT pg_try_advisory_xact_lock(1885434739, hashtext(p_queue)) THEN
+    RETURN;
+  END IF;
+  FOR v_floor IN
+    SELECT f.priority, f.run_after, f.id FROM pgqueue.ready_floor f WHERE f.queue = p_queue
+  LOOP
+    SELECT j.run_after, j.id INTO v_run_after, v_id
+      FROM pgqueue.jobs j
+     WHERE j.queue = p_queue AND j.state = 'ready' AND j.priority = v_floor.priority
+       AND (j.run_after, j.id) >= (v_floor.run_after, v_floor.id)
+     ORDER BY j.run_after, j.id
+     LIMIT 1;
+    UPDATE pgqueue.ready_floor f
+       SET run_after = coalesce(v_run_after, 'infinity'), id = coalesce(v_id, 0), moved_at = now()
+     WHERE f.queue = p_queue AND f.priority = v_floor.priority;
+  END LOOP;
+END
+$$;
+
 -- ── claim ─────────────────────────────────────────────────────────────────────────────────
 
 -- The distinct priorities of a queue's ready jobs, highest first, each with its earliest
--- run_after: one index probe per priority (a loose index scan), however many jobs wait.
+-- run_after: one index probe per priority, from the priority's floor.
 CREATE OR REPLACE FUNCTION pgqueue.ready_priorities(p_queue text)
 RETURNS TABLE (priority int, first_run_after timestamptz)
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+SET jit = off
 AS $$
 BEGIN
   RETURN QUERY
-  WITH RECURSIVE p AS (
-    (SELECT j.priority, j.run_after FROM pgqueue.jobs j
-      WHERE j.queue = p_queue AND j.state = 'ready'
-      ORDER BY j.priority DESC, j.run_after LIMIT 1)
-    UNION ALL
-    SELECT n.priority, n.run_after
-      FROM p CROSS JOIN LATERAL (
-        SELECT j.priority, j.run_after FROM pgqueue.jobs j
-         WHERE j.queue = p_queue AND j.state = 'ready' AND j.priority < p.priority
-         ORDER BY j.priority DESC, j.run_after LIMIT 1) n
-  )
-  SELECT p.priority, p.run_after FROM p;
+  SELECT f.priority, n.run_after
+    FROM pgqueue.ready_floor f
+   CROSS JOIN LATERAL (
+     SELECT j.run_after FROM pgqueue.jobs j
+      WHERE j.queue = p_queue AND j.state = 'ready' AND j.priority = f.priority
+        AND (j.run_after, j.id) >= (f.run_after, f.id)
+      ORDER BY j.run_after, j.id LIMIT 1) n
+   WHERE f.queue = p_queue
+   ORDER BY f.priority DESC;
 END
 $$;
 
@@ -558,10 +692,12 @@ RETURNS TABLE (
 )
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+SET jit = off
 SET plan_cache_mode = force_generic_plan
 AS $$
 DECLARE
-  v_priority int;
+  v_floor record;
   v_left int := p_limit;
   v_got int;
 BEGIN
@@ -579,17 +715,27 @@ BEGIN
        'pgqueue.maintenance_checked_at', true), ''), '0')::float8 + 1 THEN
     PERFORM pgqueue.maintain_if_due();
   END IF;
-  -- One priority at a time, highest first: within a priority the index is in run_after order,
-  -- so the scan stops at the first job not yet due instead of reading past every scheduled
-  -- job (a backlog of future jobs would otherwise make each claim read all of them).
-  FOR v_priority IN SELECT p.priority FROM pgqueue.ready_priorities(p_queue) p LOOP
+  IF EXISTS (SELECT 1 FROM pgqueue.ready_floor f
+              WHERE f.queue = p_queue AND f.moved_at < now() - interval '1 second') THEN
+    PERFORM pgqueue.floor_advance(p_queue);
+  END IF;
+  -- One priority at a time, highest first, each from its floor: within a priority the index is
+  -- in run_after order, so the scan stops at the first job not yet due instead of reading past
+  -- every scheduled job (a backlog of future jobs would otherwise make each claim read all of
+  -- them), and starts past the dead entries below the floor.
+  FOR v_floor IN
+    SELECT f.priority, f.run_after, f.id FROM pgqueue.ready_floor f
+     WHERE f.queue = p_queue AND f.run_after <= now()
+     ORDER BY f.priority DESC
+  LOOP
     RETURN QUERY
     WITH next_jobs AS (
       SELECT j.id
         FROM pgqueue.jobs j
        WHERE j.queue = p_queue
          AND j.state = 'ready'
-         AND j.priority = v_priority
+         AND j.priority = v_floor.priority
+         AND (j.run_after, j.id) >= (v_floor.run_after, v_floor.id)
          AND j.run_after <= now()
          AND j.attempts < j.max_attempts
        ORDER BY j.run_after, j.id
@@ -662,6 +808,8 @@ CREATE OR REPLACE FUNCTION pgqueue.wait_hint(p_queue text)
 RETURNS TABLE (due_now boolean, next_due timestamptz)
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+SET jit = off
 AS $$
 BEGIN
   RETURN QUERY
@@ -676,6 +824,11 @@ END
 $$;
 
 -- ── lease operations (fenced: only the current holder of the current claim may act) ───────
+-- They find their jobs by id, and write `(j.state = 'claimed') IS TRUE` rather than
+-- `j.state = 'claimed'` so that the planner cannot answer them from the partial index of
+-- claimed jobs instead of the primary key: its statistics usually say that index is nearly
+-- empty, and it then reads every claimed job, and every dead entry claimed jobs left behind a
+-- long transaction (an ack of 100 jobs took 30 ms after a minute of that at 5,000 jobs/s).
 
 -- Extends the lease of a job the caller holds. False when the lease is lost (the job is no
 -- longer claimed by this worker under this claim). p_lease_token (from the claim) fences
@@ -690,6 +843,8 @@ CREATE OR REPLACE FUNCTION pgqueue.heartbeat(
 RETURNS boolean
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+SET jit = off
 AS $$
 BEGIN
   IF p_job_id IS NULL OR p_worker_id IS NULL OR p_extend_by IS NULL
@@ -702,7 +857,7 @@ BEGIN
   UPDATE pgqueue.jobs j
      SET lease_until = now() + p_extend_by
    WHERE j.id = p_job_id
-     AND j.state = 'claimed'
+     AND (j.state = 'claimed') IS TRUE
      AND j.claimed_by = p_worker_id
      AND (p_lease_token IS NULL OR j.lease_token = p_lease_token);
   RETURN FOUND;
@@ -731,6 +886,8 @@ CREATE OR REPLACE FUNCTION pgqueue.ack(
 RETURNS boolean
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+SET jit = off
 AS $$
 DECLARE
   v_queue text;
@@ -742,7 +899,7 @@ BEGIN
   UPDATE pgqueue.jobs j
      SET state = 'done', finished_at = now(), updated_at = now(), lease_until = NULL
    WHERE j.id = p_job_id
-     AND j.state = 'claimed'
+     AND (j.state = 'claimed') IS TRUE
      AND j.claimed_by = p_worker_id
      AND (p_lease_token IS NULL OR j.lease_token = p_lease_token)
   RETURNING j.queue INTO v_queue;
@@ -764,6 +921,8 @@ CREATE OR REPLACE FUNCTION pgqueue.ack_batch(
 RETURNS bigint[]
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+SET jit = off
 AS $$
 DECLARE
   v_ids bigint[];
@@ -784,7 +943,7 @@ BEGIN
                   coalesce(p_lease_tokens, array_fill(NULL::bigint, ARRAY[cardinality(p_job_ids)])))
            AS t(id, token)
      WHERE j.id = t.id
-       AND j.state = 'claimed'
+       AND (j.state = 'claimed') IS TRUE
        AND j.claimed_by = p_worker_id
        AND (t.token IS NULL OR j.lease_token = t.token)
     RETURNING j.id, j.queue
@@ -857,6 +1016,8 @@ CREATE OR REPLACE FUNCTION pgqueue.nack(
 RETURNS text
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+SET jit = off
 AS $$
 DECLARE
   v_job pgqueue.jobs%ROWTYPE;
@@ -870,7 +1031,7 @@ BEGIN
   END IF;
   SELECT * INTO v_job FROM pgqueue.jobs j
    WHERE j.id = p_job_id
-     AND j.state = 'claimed'
+     AND (j.state = 'claimed') IS TRUE
      AND j.claimed_by = p_worker_id
      AND (p_lease_token IS NULL OR j.lease_token = p_lease_token)
      FOR UPDATE;
@@ -889,6 +1050,7 @@ BEGIN
      SET state = 'ready', run_after = now() + v_delay, last_error = pgqueue.bounded_error(p_error),
          claimed_by = NULL, claimed_at = NULL, lease_until = NULL, updated_at = now()
    WHERE j.id = p_job_id;
+  PERFORM pgqueue.floor_admit(v_job.queue, v_job.priority, now() + v_delay, p_job_id);
   -- Also when the retry is due later: an idle claimer then learns its due time (wait_hint).
   PERFORM pgqueue.notify_queue(v_job.queue);
   RETURN 'requeued';
@@ -905,9 +1067,12 @@ CREATE OR REPLACE FUNCTION pgqueue.release(
 RETURNS boolean
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+SET jit = off
 AS $$
 DECLARE
   v_queue text;
+  v_priority int;
 BEGIN
   IF p_job_id IS NULL OR p_worker_id IS NULL THEN
     PERFORM pgqueue.require(p_job_id, 'job_id');
@@ -917,13 +1082,14 @@ BEGIN
      SET state = 'ready', attempts = j.attempts - 1, run_after = now(), claimed_by = NULL,
          claimed_at = NULL, lease_until = NULL, updated_at = now()
    WHERE j.id = p_job_id
-     AND j.state = 'claimed'
+     AND (j.state = 'claimed') IS TRUE
      AND j.claimed_by = p_worker_id
      AND (p_lease_token IS NULL OR j.lease_token = p_lease_token)
-  RETURNING j.queue INTO v_queue;
+  RETURNING j.queue, j.priority INTO v_queue, v_priority;
   IF v_queue IS NULL THEN
     RETURN false;
   END IF;
+  PERFORM pgqueue.floor_admit(v_queue, v_priority, now(), p_job_id);
   PERFORM pgqueue.notify_queue(v_queue);
   RETURN true;
 END
@@ -941,6 +1107,8 @@ CREATE OR REPLACE FUNCTION pgqueue.count_acked(
 RETURNS bigint
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+SET jit = off
 AS $$
 BEGIN
   PERFORM pgqueue.require(p_job_ids, 'job_ids');
@@ -948,7 +1116,7 @@ BEGIN
   PERFORM pgqueue.require(p_lease_tokens, 'lease_tokens');
   RETURN (SELECT count(*) FROM pgqueue.jobs j
             JOIN unnest(p_job_ids, p_lease_tokens) AS u(id, token) ON j.id = u.id
-           WHERE j.state = 'done' AND j.claimed_by = p_worker_id AND j.lease_token = u.token);
+           WHERE (j.state = 'done') IS TRUE AND j.claimed_by = p_worker_id AND j.lease_token = u.token);
 END
 $$;
 
@@ -965,6 +1133,8 @@ CREATE OR REPLACE FUNCTION pgqueue.lease_outcome(
 RETURNS text
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+SET jit = off
 AS $$
 BEGIN
   PERFORM pgqueue.require(p_job_id, 'job_id');
@@ -989,16 +1159,21 @@ CREATE OR REPLACE FUNCTION pgqueue.janitor_reset_stale_claims(
 RETURNS int
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+SET jit = off
 AS $$
 DECLARE
   v_count int := 0;
   v_exhausted int;
-  v_queue text;
+  v_reset record;
 BEGIN
   PERFORM pgqueue.require(p_grace, 'grace');
   -- A negative grace would take back leases that are still valid.
   PERFORM pgqueue.require_valid(p_grace >= interval '0', 'grace must not be negative');
-  FOR v_queue IN
+  FOR v_reset IN
+    -- Both statements pick their rows in a subquery run once (= ANY (ARRAY(...))) and update
+    -- them through the primary key: as a join, stale statistics (a table that grew since its
+    -- last analyze) could make the planner read the picking scan once per row of the table.
     WITH stale AS (
       SELECT j.id FROM pgqueue.jobs j
        WHERE j.state = 'claimed' AND j.lease_until + p_grace < now()
@@ -1013,14 +1188,16 @@ BEGIN
                j.attempts, j.max_attempts, j.claimed_by, j.lease_until,
                CASE WHEN j.attempts >= j.max_attempts THEN ': no attempts left' ELSE '' END)),
              claimed_by = NULL, claimed_at = NULL, lease_until = NULL, updated_at = now()
-        FROM stale
-       WHERE j.id = stale.id
-      RETURNING j.queue, j.state
+       WHERE j.id = ANY (ARRAY(SELECT t.id FROM stale t))
+      RETURNING j.queue, j.state, j.priority, j.run_after, j.id
     )
-    SELECT r.queue FROM reset r
+    SELECT r.* FROM reset r
   LOOP
     v_count := v_count + 1;
-    PERFORM pgqueue.notify_queue(v_queue);  -- folds: one per queue
+    IF v_reset.state = 'ready' THEN
+      PERFORM pgqueue.floor_admit(v_reset.queue, v_reset.priority, v_reset.run_after, v_reset.id);
+      PERFORM pgqueue.notify_queue(v_reset.queue);  -- folds: one per queue
+    END IF;
   END LOOP;
 
   WITH exhausted AS (
@@ -1028,10 +1205,10 @@ BEGIN
        SET state = 'dead', finished_at = now(), updated_at = now(),
            last_error = pgqueue.bounded_error(format(
              'no attempts left (%s of %s used) when found ready', j.attempts, j.max_attempts))
-     WHERE j.id IN (SELECT r.id FROM pgqueue.jobs r
-                     WHERE r.state = 'ready' AND r.attempts >= r.max_attempts
-                     LIMIT 10000  -- bounded; also keeps the plan on the small index
-                       FOR UPDATE SKIP LOCKED)
+     WHERE j.id = ANY (ARRAY(SELECT r.id FROM pgqueue.jobs r
+                              WHERE r.state = 'ready' AND r.attempts >= r.max_attempts
+                              LIMIT 10000  -- bounded; also keeps the plan on the small index
+                                FOR UPDATE SKIP LOCKED))
     RETURNING 1
   )
   SELECT count(*) INTO v_exhausted FROM exhausted;
@@ -1045,12 +1222,14 @@ CREATE OR REPLACE FUNCTION pgqueue.cancel(p_job_id bigint)
 RETURNS boolean
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+SET jit = off
 AS $$
 BEGIN
   PERFORM pgqueue.require(p_job_id, 'job_id');
   UPDATE pgqueue.jobs j
      SET state = 'cancelled', finished_at = now(), updated_at = now()
-   WHERE j.id = p_job_id AND j.state = 'ready';
+   WHERE j.id = p_job_id AND (j.state = 'ready') IS TRUE;
   RETURN FOUND;
 END
 $$;
@@ -1061,16 +1240,30 @@ CREATE OR REPLACE FUNCTION pgqueue.retry_dead(p_queue text, p_job_ids bigint[] D
 RETURNS int
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+SET jit = off
 AS $$
 DECLARE
-  v_count int;
+  v_count int := 0;
+  v_first record;
 BEGIN
   PERFORM pgqueue.check_queue_name(p_queue);
-  UPDATE pgqueue.jobs j
-     SET state = 'ready', attempts = 0, run_after = now(), finished_at = NULL, updated_at = now()
-   WHERE j.queue = p_queue AND j.state = 'dead'
-     AND (p_job_ids IS NULL OR j.id = ANY (p_job_ids));
-  GET DIAGNOSTICS v_count = ROW_COUNT;
+  FOR v_first IN
+    WITH retried AS (
+      UPDATE pgqueue.jobs j
+         SET state = 'ready', attempts = 0, run_after = now(), finished_at = NULL,
+             updated_at = now()
+       WHERE j.queue = p_queue AND j.state = 'dead'
+         AND (p_job_ids IS NULL OR j.id = ANY (p_job_ids))
+      RETURNING j.priority, j.run_after, j.id
+    )
+    SELECT DISTINCT ON (r.priority) r.priority, r.run_after, r.id, count(*) OVER () AS n
+      FROM retried r
+     ORDER BY r.priority, r.run_after, r.id
+  LOOP
+    v_count := v_first.n;
+    PERFORM pgqueue.floor_admit(p_queue, v_first.priority, v_first.run_after, v_first.id);
+  END LOOP;
   IF v_count > 0 THEN
     PERFORM pgqueue.notify_queue(p_queue);
   END IF;
@@ -1089,6 +1282,8 @@ CREATE OR REPLACE FUNCTION pgqueue.gc(
 RETURNS TABLE (done_deleted int, dead_deleted int)
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+SET jit = off
 AS $$
 DECLARE
   v_queue text;
@@ -1326,8 +1521,8 @@ END
 $$;
 
 -- ── version ───────────────────────────────────────────────────────────────────────────────
-INSERT INTO pgqueue.schema_version (singleton, version) VALUES (true, 3)
-ON CONFLICT (singleton) DO UPDATE SET version = 3, installed_at = now()
-  WHERE pgqueue.schema_version.version < 3;
+INSERT INTO pgqueue.schema_version (singleton, version) VALUES (true, 4)
+ON CONFLICT (singleton) DO UPDATE SET version = 4, installed_at = now()
+  WHERE pgqueue.schema_version.version < 4;
 
 COMMIT;

@@ -16,6 +16,8 @@ struct options {
   int latency_samples = 1200;  ///< jobs timed in a latency run (after a warm-up)
   int latency_rate = 200;      ///< jobs per second enqueued in a latency run
   int memory_jobs = 10000;     ///< leases held in the memory scenario
+  int pinned_minutes = 10;     ///< length of the pinned-horizon run
+  int pinned_rate = 5000;      ///< jobs per second in and out in the pinned-horizon run
   std::string pgbench = "pgbench";
   std::string seed_schema = PGQUEUE_BENCH_SOURCE_ROOT "/tests/fixtures/seed_schema.sql";
   std::string self;           ///< this executable, re-run for the memory scenario's child processes

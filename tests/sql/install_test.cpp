@@ -32,11 +32,11 @@ std::string schema_snapshot(session& s) {
 
 }  // namespace
 
-TEST_CASE("a fresh database gets schema version 3", "[install]") {
+TEST_CASE("a fresh database gets schema version 4", "[install]") {
   scratch_database db(false);
   session s(db.dsn());
   s.script(read_file(schema_file()));
-  CHECK(s.integer("SELECT version FROM pgqueue.schema_version") == 3);
+  CHECK(s.integer("SELECT version FROM pgqueue.schema_version") == 4);
   CHECK(s.integer("SELECT count(*) FROM pgqueue.jobs") == 0);
 }
 
@@ -77,7 +77,7 @@ TEST_CASE("two sessions installing at once both succeed", "[install][concurrency
 TEST_CASE("an older file refuses to run against a newer schema", "[install]") {
   scratch_database db;
   session s(db.dsn());
-  s.query("UPDATE pgqueue.schema_version SET version = 4");
+  s.query("UPDATE pgqueue.schema_version SET version = 5");
   try {
     s.script(read_file(schema_file()));
     FAIL("the install should have refused");
@@ -85,7 +85,7 @@ TEST_CASE("an older file refuses to run against a newer schema", "[install]") {
     CHECK(e.sqlstate == "55000");
     CHECK_THAT(e.message, Catch::Contains("newer than this file"));
   }
-  CHECK(s.integer("SELECT version FROM pgqueue.schema_version") == 4);
+  CHECK(s.integer("SELECT version FROM pgqueue.schema_version") == 5);
 }
 
 TEST_CASE("every function pins its search_path", "[install][security]") {

@@ -1,5 +1,6 @@
-// Upgrading in place a database that runs the seed schema (tests/fixtures/seed_schema.sql) or
-// the first release, version 2 (tests/fixtures/pgqueue_v2.sql).
+// Upgrading in place a database that runs the seed schema (tests/fixtures/seed_schema.sql), the
+// first release, version 2 (tests/fixtures/pgqueue_v2.sql), or version 3
+// (tests/fixtures/pgqueue_v3.sql).
 #include <catch2/catch.hpp>
 
 #include "support/database.hpp"
@@ -18,6 +19,9 @@ std::string seed_file() {
 }
 std::string v2_file() {
   return PGQUEUE_SOURCE_ROOT "/tests/fixtures/pgqueue_v2.sql";
+}
+std::string v3_file() {
+  return PGQUEUE_SOURCE_ROOT "/tests/fixtures/pgqueue_v3.sql";
 }
 
 // Jobs in every state the seed produces, through the seed's own functions.
@@ -62,7 +66,7 @@ TEST_CASE("the seed upgrades in place keeping every job", "[upgrade]") {
   s.script(read_file(schema_file()));
 
   CHECK(*s.scalar(row_text) == before);
-  CHECK(s.integer("SELECT version FROM pgqueue.schema_version") == 3);
+  CHECK(s.integer("SELECT version FROM pgqueue.schema_version") == 4);
   // The done job is counted by the new depth view.
   CHECK(s.integer("SELECT count FROM pgqueue.depth WHERE queue = 'mail' AND state = 'done'") == 1);
   CHECK(s.integer("SELECT count FROM pgqueue.depth WHERE queue = 'mail' AND state = 'claimed'") ==
@@ -172,7 +176,7 @@ TEST_CASE("version 2 upgrades in place keeping every job, its holders and its gr
   s.script(read_file(schema_file()));
 
   CHECK(*s.scalar(row_text) == before);
-  CHECK(s.integer("SELECT version FROM pgqueue.schema_version") == 3);
+  CHECK(s.integer("SELECT version FROM pgqueue.schema_version") == 4);
   CHECK(s.integer("SELECT count FROM pgqueue.depth WHERE queue = 'q' AND state = 'done'") == done);
   // The job a version-2 client holds stays its own: its attempt is the token it fences with.
   CHECK(*s.scalar("SELECT pgqueue.heartbeat(3, 'w', '1 minute', 1)") == "t");
@@ -196,6 +200,55 @@ TEST_CASE("version 2 upgrades in place keeping every job, its holders and its gr
   CHECK(*r[0][1] == "1");
   CHECK(*s.scalar("SELECT pgqueue.ack(7, 'w', 1)") == "f");  // version 2's stale fence
   CHECK(*s.scalar("SELECT pgqueue.ack(7, 'w', $1)", {*r[0][2]}) == "t");
+  // Running the file again changes nothing.
+  const auto after = *s.scalar(row_text);
+  s.script(read_file(schema_file()));
+  CHECK(*s.scalar(row_text) == after);
+}
+
+TEST_CASE("version 3 upgrades in place: every job kept, claims start at floors below them all",
+          "[upgrade]") {
+  scratch_database db(false);
+  session s(db.dsn());
+  s.script(read_file(v3_file()));
+  // Every state, through version 3's own functions: ready at two priorities (1, 2), scheduled
+  // (3), held (4), done (5), dead (6), released (7), overdue (8).
+  for (const char* sql : {
+           "SELECT pgqueue.enqueue('q', '{\"n\":1}')",
+           "SELECT pgqueue.enqueue('q', '{\"n\":2}', NULL, 5)",
+           "SELECT pgqueue.enqueue('q', '{\"n\":3}', NULL, 0, now() + interval '1 hour')",
+           "SELECT pgqueue.enqueue('h', '{\"n\":4}')",
+           "SELECT pgqueue.enqueue('h', '{\"n\":5}')",
+           "SELECT pgqueue.enqueue('h', '{\"n\":6}', NULL, 0, now(), 1)",
+           "SELECT pgqueue.enqueue('r', '{\"n\":7}')",
+           "SELECT * FROM pgqueue.claim_batch('h', 'w', 3)",
+           "SELECT pgqueue.ack(5, 'w', 1)",
+           "SELECT pgqueue.nack(6, 'w', 'boom', NULL, 1)",
+           "SELECT * FROM pgqueue.claim_batch('r', 'w')",
+           "SELECT pgqueue.release(7, 'w', 1)",
+           "SELECT pgqueue.enqueue('q', '{\"n\":8}', NULL, 0, now() - interval '1 day')",
+       }) {
+    s.query(sql);
+  }
+  REQUIRE(read_job(s, 4).state == "claimed");
+  REQUIRE(read_job(s, 6).state == "dead");
+  const auto before = *s.scalar(row_text);
+
+  s.script(read_file(schema_file()));
+
+  CHECK(*s.scalar(row_text) == before);
+  CHECK(s.integer("SELECT version FROM pgqueue.schema_version") == 4);
+  // One floor per queue and priority with ready jobs, at its first job in claim order.
+  CHECK(*s.scalar("SELECT string_agg(queue || ':' || priority || ':' || id, ' ' ORDER BY queue, "
+                  "priority) FROM pgqueue.ready_floor") == "q:0:8 q:5:2 r:0:7");
+  // The held job is still its holder's, and the rest is claimed in order.
+  CHECK(*s.scalar("SELECT pgqueue.heartbeat(4, 'w', '1 minute', 1)") == "t");
+  std::vector<std::int64_t> order;
+  for (auto got = claim(s, "q", "w2"); !got.empty(); got = claim(s, "q", "w2")) {
+    order.push_back(got[0].id);
+  }
+  CHECK(order == std::vector<std::int64_t>{2, 8, 1});
+  CHECK(claim(s, "r", "w2").size() == 1);
   // Running the file again changes nothing.
   const auto after = *s.scalar(row_text);
   s.script(read_file(schema_file()));

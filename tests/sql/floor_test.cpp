@@ -1,0 +1,253 @@
+// Claim floors (pgqueue.ready_floor): claims start past the dead index entries that claimed jobs
+// leave behind a long transaction, and no ready job is ever passed: not one committed late with
+// an older run_after, not one made ready again (release, nack, janitor, retry_dead), not under
+// concurrent producers, claimers and floor moves.
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include <catch2/catch.hpp>
+
+#include "support/database.hpp"
+#include "support/session.hpp"
+#include "support/sql_api.hpp"
+
+namespace sql_floor_test {
+
+using namespace pgq_test;
+
+namespace {
+
+// The floor of (queue, priority 0) as "run_after|id", run_after in epoch seconds.
+std::string floor_of(session& s, const std::string& queue) {
+  return *s.scalar(
+      "SELECT extract(epoch FROM run_after) || '|' || id FROM pgqueue.ready_floor "
+      "WHERE queue = $1 AND priority = 0",
+      {queue});
+}
+
+// Asks for a floor move now (claims ask at most once a second).
+void move_floor(session& s, const std::string& queue) {
+  s.query("UPDATE pgqueue.ready_floor SET moved_at = now() - interval '1 hour' WHERE queue = $1",
+          {queue});
+  s.query("SELECT pgqueue.floor_advance($1)", {queue});
+}
+
+std::int64_t claim_one(session& s, const std::string& queue) {
+  auto got = claim(s, queue, "w");
+  REQUIRE(got.size() == 1);
+  return got[0].id;
+}
+
+// Claims and acks until the queue has nothing due; returns the ids in claim order.
+std::vector<std::int64_t> drain(session& s, const std::string& queue) {
+  std::vector<std::int64_t> order;
+  for (auto got = claim(s, queue, "w"); !got.empty(); got = claim(s, queue, "w")) {
+    order.push_back(got[0].id);
+    s.query("SELECT pgqueue.ack($1, 'w', $2)",
+            {std::to_string(got[0].id), std::to_string(got[0].lease_token)});
+  }
+  return order;
+}
+
+// How many entries of the ready index one claim of `queue` reads (the claim is rolled back; the
+// floor is not moved by it).
+std::int64_t ready_entries_read_by_a_claim(session& s, const std::string& queue) {
+  // The entries index scans of this session returned and did not report yet (idx_tup_read).
+  auto returned = [&] {
+    return s.integer("SELECT pg_stat_get_xact_tuples_returned('pgqueue.jobs_ready_idx'::regclass)");
+  };
+  s.query("BEGIN");
+  s.query("UPDATE pgqueue.ready_floor SET moved_at = now() WHERE queue = $1", {queue});
+  const auto before = returned();
+  claim_one(s, queue);
+  const auto read = returned() - before;
+  s.query("ROLLBACK");
+  return read;
+}
+
+}  // namespace
+
+TEST_CASE("behind a long transaction, a claim reads no dead index entry below the floor",
+          "[floor]") {
+  scratch_database db;
+  session s(db.dsn());
+  session pin(db.dsn());
+  // A snapshot older than every claim below: vacuum may not remove what they leave behind.
+  pin.query("BEGIN ISOLATION LEVEL REPEATABLE READ");
+  pin.query("SELECT 1");
+  s.query("SELECT pgqueue.enqueue_batch('q', array_fill('{}'::jsonb, ARRAY[201]))");
+  s.query(
+      "SELECT pgqueue.ack_batch(array_agg(id), 'w', array_agg(lease_token)) "
+      "FROM pgqueue.claim_batch('q', 'w', 200)");
+
+  move_floor(s, "q");
+  CHECK(ready_entries_read_by_a_claim(s, "q") == 1);  // the one ready job, first
+  // The same claim from the head of the index reads the 200 entries the claims left dead.
+  s.query("UPDATE pgqueue.ready_floor SET run_after = '-infinity', id = 0 WHERE queue = 'q'");
+  CHECK(ready_entries_read_by_a_claim(s, "q") == 201);
+  pin.query("ROLLBACK");
+}
+
+TEST_CASE("a job committed late with an older run_after is claimed before later ones",
+          "[floor]") {
+  scratch_database db;
+  session s(db.dsn());
+  session late(db.dsn());
+  drain(s, "q");
+  enqueue(s, "q");
+  drain(s, "q");  // the queue's floor exists, below nothing
+
+  late.query("BEGIN");
+  const auto x = enqueue(late, "q");  // run_after: when its transaction began
+  const auto y = enqueue(s, "q");
+  const auto before = floor_of(s, "q");
+  move_floor(s, "q");
+  CHECK(floor_of(s, "q") == before);  // not moved while a transaction that adds jobs is open
+  CHECK(claim_one(s, "q") == y);
+  move_floor(s, "q");
+  CHECK(floor_of(s, "q") == before);
+  const auto z = enqueue(s, "q");
+  late.query("COMMIT");
+
+  CHECK(drain(s, "q") == std::vector<std::int64_t>{x, z});
+}
+
+TEST_CASE("a job enqueued due in the past after the floor moved is claimed first", "[floor]") {
+  scratch_database db;
+  session s(db.dsn());
+  enqueue(s, "q");
+  claim_one(s, "q");
+  const auto later = enqueue(s, "q");
+  move_floor(s, "q");
+  const auto overdue =
+      s.integer("SELECT pgqueue.enqueue('q', '{}', NULL, 0, now() - interval '1 hour')");
+  CHECK(drain(s, "q") == std::vector<std::int64_t>{overdue, later});
+}
+
+TEST_CASE("jobs made ready again are claimed after the floor passed them", "[floor]") {
+  scratch_database db;
+  session s(db.dsn());
+  const auto id = enqueue(s, "q");
+  const auto sid = std::to_string(id);
+  auto hold_and_empty = [&] {
+    auto got = claim(s, "q", "w");
+    REQUIRE(got.size() == 1);
+    move_floor(s, "q");  // nothing ready: the floor goes to 'infinity'
+    CHECK(*s.scalar("SELECT run_after = 'infinity' FROM pgqueue.ready_floor WHERE queue = 'q'") ==
+          "t");
+    return std::to_string(got[0].lease_token);
+  };
+
+  auto token = hold_and_empty();
+  CHECK(*s.scalar("SELECT pgqueue.release($1, 'w', $2)", {sid, token}) == "t");
+  CHECK(claim_one(s, "q") == id);
+  s.query("SELECT pgqueue.release($1, 'w')", {sid});
+
+  token = hold_and_empty();
+  CHECK(*s.scalar("SELECT pgqueue.nack($1, 'w', 'again', '0 s', $2)", {sid, token}) == "requeued");
+  CHECK(claim_one(s, "q") == id);
+  s.query("SELECT pgqueue.release($1, 'w')", {sid});
+
+  hold_and_empty();
+  CHECK(take_back(s, id) == 1);
+  CHECK(claim_one(s, "q") == id);
+
+  // The last attempt fails: dead, then retried.
+  s.query("UPDATE pgqueue.jobs SET max_attempts = attempts WHERE id = $1", {sid});
+  CHECK(*s.scalar("SELECT pgqueue.nack($1, 'w', 'last')", {sid}) == "dead");
+  move_floor(s, "q");
+  CHECK(s.integer("SELECT pgqueue.retry_dead('q')") == 1);
+  CHECK(claim_one(s, "q") == id);
+}
+
+TEST_CASE("an enqueue in REPEATABLE READ from before a floor move fails with 40001, then works",
+          "[floor]") {
+  scratch_database db;
+  session s(db.dsn());
+  session rr(db.dsn());
+  enqueue(s, "q");
+  drain(s, "q");
+  rr.query("BEGIN ISOLATION LEVEL REPEATABLE READ");
+  rr.query("SELECT 1");  // its snapshot
+  move_floor(s, "q");    // to 'infinity', after that snapshot
+  CHECK(rr.error_of("SELECT pgqueue.enqueue('q', '{}')") == "40001");
+  rr.query("ROLLBACK");
+
+  rr.query("BEGIN ISOLATION LEVEL REPEATABLE READ");
+  const auto id = enqueue(rr, "q");
+  rr.query("COMMIT");
+  CHECK(claim_one(s, "q") == id);
+}
+
+TEST_CASE("producers, claimers and floor moves at once: every job claimed exactly once",
+          "[floor]") {
+  scratch_database db;
+  const int producers = 3, per_producer = 200;
+  std::atomic<int> produced_done{0};
+  std::atomic<bool> stop{false};
+  std::mutex m;
+  std::map<std::int64_t, int> acked;  // id -> how many acks succeeded
+  std::vector<std::string> errors;
+  auto guard = [&](auto body) {
+    return [&, body] {
+      try {
+        body();
+      } catch (const std::exception& e) {
+        std::lock_guard lock(m);
+        errors.push_back(e.what());
+        stop = true;
+      }
+    };
+  };
+  std::vector<std::thread> threads;
+  for (int p = 0; p < producers; ++p) {
+    threads.emplace_back(guard([&, p] {
+      session s(db.dsn());
+      for (int i = 0; i < per_producer && !stop; ++i) {
+        // Two priorities; every fifth job due in the past, below wherever the floor is.
+        const auto when = i % 5 == 0 ? "now() - interval '1 minute'" : "now()";
+        s.query(std::string("SELECT pgqueue.enqueue('q', '{}', NULL, $1, ") + when + ")",
+                {std::to_string((i + p) % 2)});
+      }
+      ++produced_done;
+    }));
+  }
+  // A job passed by the floors would never be claimed: give up then instead of waiting forever.
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  for (int c = 0; c < 3; ++c) {
+    threads.emplace_back(guard([&] {
+      session s(db.dsn());
+      while (!stop && std::chrono::steady_clock::now() < give_up) {
+        auto got = claim(s, "q", "w", 5);
+        if (got.empty() && produced_done == producers) {
+          if (count_jobs(s, "ready", "q") == 0) break;
+        }
+        for (auto& j : got) {
+          const bool ok = *s.scalar("SELECT pgqueue.ack($1, 'w', $2)",
+                                    {std::to_string(j.id), std::to_string(j.lease_token)}) == "t";
+          std::lock_guard lock(m);
+          acked[j.id] += ok ? 1 : 0;
+        }
+      }
+    }));
+  }
+  threads.emplace_back(guard([&] {
+    session s(db.dsn());
+    while (!stop && produced_done < producers) move_floor(s, "q");
+  }));
+  for (auto& t : threads) t.join();
+  for (const auto& e : errors) FAIL(e);
+
+  session s(db.dsn());
+  CHECK(count_jobs(s, "done", "q") == producers * per_producer);
+  CHECK(acked.size() == static_cast<std::size_t>(producers * per_producer));
+  for (const auto& [id, n] : acked) {
+    INFO("job " << id);
+    CHECK(n == 1);
+  }
+}
+
+}  // namespace sql_floor_test
