@@ -3,7 +3,7 @@
 // that forgot to commit does. Vacuum can then remove nothing that claims and acks leave behind.
 // A producer enqueues batches of 100 at --pinned-rate jobs/s on its own connection and thread;
 // a pgqueue::worker (concurrency 100, batched claims and acks) drains on another. Every 20 s:
-// jobs in and out per second, the server's mean time per claim_batch and ack_batch call
+// jobs in and out per second, the server's mean time per claim_batch, ack_batch and janitor call
 // (pg_stat_user_functions; track_functions is on in this database) and the ready backlog. At the
 // end: table and index sizes and dead tuples.
 #include <atomic>
@@ -29,7 +29,7 @@ struct function_time {
 
 struct totals {
   long in = 0, out = 0;
-  function_time claim, ack;
+  function_time claim, ack, janitor;
 };
 
 // Runs `body` on a thread of its own (its own io_context) until it returns; keeps its failure.
@@ -118,30 +118,38 @@ void run_pinned(context& ctx) {
       co_await pin.query("BEGIN ISOLATION LEVEL REPEATABLE READ");
       co_await pin.query("SELECT count(*) FROM pg_class");  // takes the snapshot, kept open
       auto db = co_await pgqueue::connect(ex, dsn);
-      totals then{0, 0, co_await time_of(db, "claim_batch"), co_await time_of(db, "ack_batch")};
+      totals then{0, 0, co_await time_of(db, "claim_batch"), co_await time_of(db, "ack_batch"),
+                  co_await time_of(db, "janitor_reset_stale_claims")};
       const auto start = clock::now();
       const auto end = start + std::chrono::minutes(minutes);
+      auto previous = start;
       for (int n = 1; clock::now() < end && !stop; ++n) {
         co_await sleep_for(std::min<clock::duration>(window, end - clock::now()));
+        const auto sampled = clock::now();
         totals now{enqueued.load(), handled.load(), co_await time_of(db, "claim_batch"),
-                   co_await time_of(db, "ack_batch")};
+                   co_await time_of(db, "ack_batch"),
+                   co_await time_of(db, "janitor_reset_stale_claims")};
         const auto ready = (co_await db.query(
             "SELECT coalesce(sum(count), 0)::int8 FROM pgqueue.depth WHERE state = 'ready'"))
                                .get<std::int64_t>(0, 0);
-        const double secs = std::chrono::duration<double>(window).count();
+        const double secs = std::chrono::duration<double>(sampled - previous).count();
         char label[160];
         std::snprintf(label, sizeof label, "pinned horizon, window %d (%.0f-%.0f s)", n,
-                      (n - 1) * secs, n * secs);
+                      std::chrono::duration<double>(previous - start).count(),
+                      std::chrono::duration<double>(sampled - start).count());
+        previous = sampled;
         row r{"pinned.w" + std::to_string(n), "pinned", label};
         r.rate = static_cast<double>(now.out - then.out) / secs;
         r.extra = {{"in_per_s", static_cast<double>(now.in - then.in) / secs},
                    {"claim_ms", per_call(now.claim, then.claim)},
                    {"ack_ms", per_call(now.ack, then.ack)},
+                   {"janitor_ms", per_call(now.janitor, then.janitor)},
                    {"ready", static_cast<double>(ready)}};
         char line[512];
         std::snprintf(line, sizeof line, "%s: out %.0f/s, in %.0f/s, claim %.2f ms, ack %.2f ms, "
-                      "ready %lld", label, *r.rate, r.extra[0].second, r.extra[1].second,
-                      r.extra[2].second, static_cast<long long>(ready));
+                      "janitor %.1f ms, ready %lld", label, *r.rate, r.extra[0].second,
+                      r.extra[1].second, r.extra[2].second, r.extra[3].second,
+                      static_cast<long long>(ready));
         say("pinned", line);
         windows.push_back(r);
         then = now;

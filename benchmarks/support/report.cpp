@@ -112,9 +112,11 @@ void report::print_table(std::FILE* out) const {
   std::fprintf(out, "\ntargets (measured, not asserted):\n");
   for (const auto& t : targets_) {
     auto v = evaluate(t);
-    std::string measured = !v.measured      ? "not measured"
-                           : !t.ref.empty() ? ratio_text(*v.measured)
-                                            : ms(*v.measured) + " ms";
+    // A figure named "..._vs_..." is a ratio; the others are milliseconds.
+    const bool ratio_figure = t.figure.find("_vs_") != std::string::npos;
+    std::string measured = !v.measured                      ? "not measured"
+                           : !t.ref.empty() || ratio_figure ? ratio_text(*v.measured)
+                                                            : ms(*v.measured) + " ms";
     std::fprintf(out, "  %-7s %-66s %s\n",
                  !v.measured ? "-"
                  : v.met     ? "met"

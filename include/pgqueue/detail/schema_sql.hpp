@@ -655,11 +655,18 @@ $$;
 -- session at most once a second (claim_batch checks the session setting
 -- pgqueue.maintenance_checked_at, which this sets), since a call and a read of the one-row
 -- table per claim cost busy workers 5-15% of their claims. Returns how many jobs it changed.
+-- Paced by its cost: the next run is due no sooner than 50 times this run's duration, so it
+-- takes at most about 2% of one backend. That matters while a long transaction holds the
+-- horizon: the janitor then reads every claimed-job version left since (85 ms per run after
+-- 2 minutes at 5,000 jobs/s), and a claim that runs it waits for it.
 CREATE OR REPLACE FUNCTION pgqueue.maintain_if_due()
 RETURNS int
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+  v_started timestamptz;
+  v_changed int;
 BEGIN
   PERFORM set_config('pgqueue.maintenance_checked_at', extract(epoch FROM now())::text, false);
   IF (SELECT m.janitor_due_at FROM pgqueue.maintenance m) > now()
@@ -672,7 +679,12 @@ BEGIN
   IF NOT FOUND THEN
     RETURN 0;
   END IF;
-  RETURN pgqueue.janitor_reset_stale_claims();
+  v_started := clock_timestamp();
+  v_changed := pgqueue.janitor_reset_stale_claims();
+  UPDATE pgqueue.maintenance m
+     SET janitor_due_at = now() + (clock_timestamp() - v_started) * 50
+   WHERE m.janitor_due_at < now() + (clock_timestamp() - v_started) * 50;
+  RETURN v_changed;
 END
 $$;
 
