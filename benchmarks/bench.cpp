@@ -61,8 +61,8 @@ void add_targets(bench::report& rep) {
   // row; concurrency 64 on one session is also held to it (one backend, one core).
   rep.add_target({"batched drain, shape of (a): c400, connections = 4 >= 0.8x (a)",
                   "drain.c400.batched.conn4", "ref.batch", "", 0.8});
-  rep.add_target({"batched drain, c64 on one session >= 0.8x (a)", "drain.c64.batched",
-                  "ref.batch", "", 0.8});
+  rep.add_target(
+      {"batched drain, c64 on one session >= 0.8x (a)", "drain.c64.batched", "ref.batch", "", 0.8});
   rep.add_target({"batched drain (c64) >= 5x the seed's claim_next+ack (b)", "drain.c64.batched",
                   "ref.seed", "", 5});
   rep.add_target({"enqueue_batch(100) >= 0.8x the same INSERT via pgbench (d100)",
@@ -78,16 +78,16 @@ void add_targets(bench::report& rep) {
                   "latency.from_return", "", "p50", 1});
   rep.add_target({"latency p99 <= 3 ms (commit: enqueue() returned -> handler)",
                   "latency.from_return", "", "p99", 3});
-  rep.add_target({"stricter: p50 <= 1 ms from enqueue() called", "latency.from_call", "", "p50",
-                  1});
-  rep.add_target({"stricter: p99 <= 3 ms from enqueue() called", "latency.from_call", "", "p99",
-                  3});
+  rep.add_target(
+      {"stricter: p50 <= 1 ms from enqueue() called", "latency.from_call", "", "p50", 1});
+  rep.add_target(
+      {"stricter: p99 <= 3 ms from enqueue() called", "latency.from_call", "", "p99", 3});
   rep.add_target(
       {"drain with retained completed jobs >= 0.8x empty", "scale.retained", "scale.0", "", 0.8});
   rep.add_target(
       {"depth with retained completed jobs < 50 ms", "scale.retained", "", "depth_ms", 50});
-  rep.add_target({"pinned horizon: rate held at the end (>= 0.95x the first 20 s)",
-                  "pinned.end", "pinned.start", "", 0.95});
+  rep.add_target({"pinned horizon: rate held at the end (>= 0.95x the first 20 s)", "pinned.end",
+                  "pinned.start", "", 0.95});
   rep.add_target({"pinned horizon: claim time at the end <= 1.5x the first 20 s", "pinned.end", "",
                   "claim_vs_start", 1.5});
 }
@@ -135,8 +135,7 @@ int main(int argc, char** argv) {
          [&](const std::string& v) { ctx.opt.latency_samples = std::stoi(v); }},
         {"--latency-rate", [&](const std::string& v) { ctx.opt.latency_rate = std::stoi(v); }},
         {"--memory-jobs", [&](const std::string& v) { ctx.opt.memory_jobs = std::stoi(v); }},
-        {"--pinned-minutes",
-         [&](const std::string& v) { ctx.opt.pinned_minutes = std::stoi(v); }},
+        {"--pinned-minutes", [&](const std::string& v) { ctx.opt.pinned_minutes = std::stoi(v); }},
         {"--pinned-rate", [&](const std::string& v) { ctx.opt.pinned_rate = std::stoi(v); }},
         {"--pgbench", [&](const std::string& v) { ctx.opt.pgbench = v; }},
         {"--seed-schema", [&](const std::string& v) { ctx.opt.seed_schema = v; }},

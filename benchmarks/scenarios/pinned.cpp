@@ -93,13 +93,12 @@ void run_pinned(context& ctx) {
       [&](asio::any_io_executor ex) -> asio::awaitable<void> {
         auto db = co_await pgqueue::connect(ex, dsn);
         pgqueue::queue q(db, bench_queue);
-        pgqueue::worker w(
-            q,
-            [&](const pgqueue::job&) -> asio::awaitable<void> {
-              ++handled;
-              co_return;
-            },
-            {.concurrency = batch, .claim_batch = batch});
+        pgqueue::worker w(q,
+                          [&](const pgqueue::job&) -> asio::awaitable<void> {
+                            ++handled;
+                            co_return;
+                          },
+                          {.concurrency = batch, .claim_batch = batch});
         auto watch = [&]() -> asio::awaitable<void> {
           while (!stop) co_await sleep_for(std::chrono::milliseconds(20));
           w.stop();
@@ -129,9 +128,10 @@ void run_pinned(context& ctx) {
         totals now{enqueued.load(), handled.load(), co_await time_of(db, "claim_batch"),
                    co_await time_of(db, "ack_batch"),
                    co_await time_of(db, "janitor_reset_stale_claims")};
-        const auto ready = (co_await db.query(
-            "SELECT coalesce(sum(count), 0)::int8 FROM pgqueue.depth WHERE state = 'ready'"))
-                               .get<std::int64_t>(0, 0);
+        const auto ready =
+            (co_await db.query(
+                 "SELECT coalesce(sum(count), 0)::int8 FROM pgqueue.depth WHERE state = 'ready'"))
+                .get<std::int64_t>(0, 0);
         const double secs = std::chrono::duration<double>(sampled - previous).count();
         char label[160];
         std::snprintf(label, sizeof label, "pinned horizon, window %d (%.0f-%.0f s)", n,
@@ -146,10 +146,11 @@ void run_pinned(context& ctx) {
                    {"janitor_ms", per_call(now.janitor, then.janitor)},
                    {"ready", static_cast<double>(ready)}};
         char line[512];
-        std::snprintf(line, sizeof line, "%s: out %.0f/s, in %.0f/s, claim %.2f ms, ack %.2f ms, "
-                      "janitor %.1f ms, ready %lld", label, *r.rate, r.extra[0].second,
-                      r.extra[1].second, r.extra[2].second, r.extra[3].second,
-                      static_cast<long long>(ready));
+        std::snprintf(line, sizeof line,
+                      "%s: out %.0f/s, in %.0f/s, claim %.2f ms, ack %.2f ms, "
+                      "janitor %.1f ms, ready %lld",
+                      label, *r.rate, r.extra[0].second, r.extra[1].second, r.extra[2].second,
+                      r.extra[3].second, static_cast<long long>(ready));
         say("pinned", line);
         windows.push_back(r);
         then = now;
@@ -163,9 +164,10 @@ void run_pinned(context& ctx) {
           "(SELECT n_dead_tup FROM pg_stat_user_tables WHERE relid = 'pgqueue.jobs'::regclass)"
           "::float8, (SELECT count(*) FROM pgqueue.jobs)::float8");
       row s{"pinned.sizes", "pinned", "pinned horizon, at the end: sizes (MB) and dead tuples"};
-      s.extra = {{"total_mb", sizes.get<double>(0, 0)},     {"table_mb", sizes.get<double>(0, 1)},
-                 {"ready_idx_mb", sizes.get<double>(0, 2)}, {"claimed_idx_mb", sizes.get<double>(0, 3)},
-                 {"dead_tuples", sizes.get<double>(0, 4)},  {"rows", sizes.get<double>(0, 5)}};
+      s.extra = {
+          {"total_mb", sizes.get<double>(0, 0)},     {"table_mb", sizes.get<double>(0, 1)},
+          {"ready_idx_mb", sizes.get<double>(0, 2)}, {"claimed_idx_mb", sizes.get<double>(0, 3)},
+          {"dead_tuples", sizes.get<double>(0, 4)},  {"rows", sizes.get<double>(0, 5)}};
       ctx.rep.add(std::move(s));
       co_await pin.query("ROLLBACK");
     });

@@ -138,4 +138,19 @@ TEST_CASE("wait_hint: a due job that cannot be claimed, the next due time, never
   locker.query("ROLLBACK");
 }
 
+TEST_CASE("jobs due at -infinity and infinity are claimed in order and counted by depth",
+          "[claim]") {
+  scratch_database db;
+  session s(db.dsn());
+  const auto never = s.integer("SELECT pgqueue.enqueue('q', '{}', NULL, 0, 'infinity')");
+  const auto always = s.integer("SELECT pgqueue.enqueue('q', '{}', NULL, 0, '-infinity')");
+  const auto now = enqueue(s, "q");
+  CHECK(s.integer("SELECT count FROM pgqueue.depth WHERE queue = 'q' AND state = 'ready'") == 3);
+  CHECK(claim(s, "q", "w")[0].id == always);
+  CHECK(claim(s, "q", "w")[0].id == now);
+  CHECK(claim(s, "q", "w").empty());
+  CHECK(*s.scalar("SELECT state FROM pgqueue.jobs WHERE id = $1", {std::to_string(never)}) ==
+        "ready");
+}
+
 }  // namespace sql_claim_test

@@ -28,10 +28,8 @@ std::string floor_of(session& s, const std::string& queue) {
       {queue});
 }
 
-// Asks for a floor move now (claims ask at most once a second).
+// Moves the queue's floors now (claims do it at most once a second).
 void move_floor(session& s, const std::string& queue) {
-  s.query("UPDATE pgqueue.ready_floor SET moved_at = now() - interval '1 hour' WHERE queue = $1",
-          {queue});
   s.query("SELECT pgqueue.floor_advance($1)", {queue});
 }
 
@@ -91,8 +89,7 @@ TEST_CASE("behind a long transaction, a claim reads no dead index entry below th
   pin.query("ROLLBACK");
 }
 
-TEST_CASE("a job committed late with an older run_after is claimed before later ones",
-          "[floor]") {
+TEST_CASE("a job committed late with an older run_after is claimed before later ones", "[floor]") {
   scratch_database db;
   session s(db.dsn());
   session late(db.dsn());
@@ -135,9 +132,10 @@ TEST_CASE("jobs made ready again are claimed after the floor passed them", "[flo
   auto hold_and_empty = [&] {
     auto got = claim(s, "q", "w");
     REQUIRE(got.size() == 1);
-    move_floor(s, "q");  // nothing ready: the floor goes to 'infinity'
-    CHECK(*s.scalar("SELECT run_after = 'infinity' FROM pgqueue.ready_floor WHERE queue = 'q'") ==
-          "t");
+    move_floor(s, "q");  // nothing ready: the floor goes above the job
+    CHECK(*s.scalar("SELECT (f.run_after, f.id) > (j.run_after, j.id) FROM pgqueue.ready_floor f, "
+                    "pgqueue.jobs j WHERE f.queue = 'q' AND j.id = $1",
+                    {std::to_string(id)}) == "t");
     return std::to_string(got[0].lease_token);
   };
 
@@ -163,23 +161,52 @@ TEST_CASE("jobs made ready again are claimed after the floor passed them", "[flo
   CHECK(claim_one(s, "q") == id);
 }
 
-TEST_CASE("an enqueue in REPEATABLE READ from before a floor move fails with 40001, then works",
-          "[floor]") {
+TEST_CASE("an enqueue in REPEATABLE READ from before a floor move is claimed first", "[floor]") {
   scratch_database db;
   session s(db.dsn());
   session rr(db.dsn());
+  session other(db.dsn());
   enqueue(s, "q");
   drain(s, "q");
   rr.query("BEGIN ISOLATION LEVEL REPEATABLE READ");
-  rr.query("SELECT 1");  // its snapshot
-  move_floor(s, "q");    // to 'infinity', after that snapshot
-  CHECK(rr.error_of("SELECT pgqueue.enqueue('q', '{}')") == "40001");
-  rr.query("ROLLBACK");
-
-  rr.query("BEGIN ISOLATION LEVEL REPEATABLE READ");
+  rr.query("SELECT 1");  // its snapshot, and now(): the run_after of what it enqueues
+  const auto later = enqueue(s, "q");
+  move_floor(s, "q");  // to `later`, after that snapshot
   const auto id = enqueue(rr, "q");
+  // Another producer of the queue does not wait for it.
+  other.query("SET statement_timeout = '2s'");
+  CHECK(other.error_of("SELECT pgqueue.enqueue('q', '{}')") == "");
   rr.query("COMMIT");
   CHECK(claim_one(s, "q") == id);
+  CHECK(claim_one(s, "q") == later);
+}
+
+TEST_CASE("producers of drained queues do not wait for each other's open transactions", "[floor]") {
+  scratch_database db;
+  session s(db.dsn());
+  session p1(db.dsn());
+  session p2(db.dsn());
+  for (const char* q : {"x1", "x2"}) {
+    enqueue(s, q);
+    drain(s, q);
+    move_floor(s, q);  // drained: the floor is above every job there was
+  }
+  // Opposite orders, both transactions open: neither waits (a deadlock before).
+  p1.query("BEGIN");
+  p2.query("BEGIN");
+  p1.query("SET LOCAL statement_timeout = '2s'");
+  p2.query("SET LOCAL statement_timeout = '2s'");
+  enqueue(p1, "x1");
+  enqueue(p2, "x2");
+  CHECK(p1.error_of("SELECT pgqueue.enqueue('x2', '{}')") == "");
+  CHECK(p2.error_of("SELECT pgqueue.enqueue('x1', '{}')") == "");
+  // Nor does the janitor, nor a claim of another queue, nor release.
+  s.query("SET statement_timeout = '2s'");
+  CHECK(s.error_of("SELECT pgqueue.janitor_reset_stale_claims()") == "");
+  p1.query("COMMIT");
+  p2.query("COMMIT");
+  CHECK(drain(s, "x1").size() == 2);
+  CHECK(drain(s, "x2").size() == 2);
 }
 
 TEST_CASE("producers, claimers and floor moves at once: every job claimed exactly once",

@@ -133,9 +133,9 @@ INSERT INTO pgqueue.maintenance (singleton) VALUES (true) ON CONFLICT (singleton
 -- entries only once no transaction may still see the row, so while one long transaction is
 -- open they pile up at the head of the index, and a claim that started at the head would read
 -- them all (a queue at 5,000 jobs/s fell to a seventh of its rate within 3 minutes). Claims
--- start here instead. Who makes a job ready below a floor lowers it (pgqueue.floor_admit);
--- claims move it up to the first ready job at most once a second (pgqueue.floor_advance).
--- Never removed (a priority that empties keeps its row), so a claim never misses a priority.
+-- start here instead. Only pgqueue.floor_advance writes this table (claims call it at most
+-- once a second per queue): it moves each floor up to the first ready job. Rows are never
+-- removed (a priority that empties keeps its row).
 CREATE TABLE IF NOT EXISTS pgqueue.ready_floor (
   queue text NOT NULL,
   priority int NOT NULL,
@@ -144,6 +144,18 @@ CREATE TABLE IF NOT EXISTS pgqueue.ready_floor (
   moved_at timestamptz NOT NULL DEFAULT now(),
   PRIMARY KEY (queue, priority)
 ) WITH (fillfactor = 20);  -- room for the moves to stay on the page (HOT)
+
+-- Jobs made ready below their floor, or at a priority without one (pgqueue.floor_admit):
+-- claims start at the lower of the floor and these, and floor_advance folds them into the
+-- floors. Inserted, never updated, so writers never wait on each other here.
+CREATE TABLE IF NOT EXISTS pgqueue.ready_floor_below (
+  queue text NOT NULL,
+  priority int NOT NULL,
+  run_after timestamptz NOT NULL,
+  id bigint NOT NULL
+);
+CREATE INDEX IF NOT EXISTS ready_floor_below_idx
+  ON pgqueue.ready_floor_below (queue, priority DESC, run_after, id);
 
 -- ── structural upgrade to version 2 (runs once; every step also serves a fresh install) ──
 DO $$
@@ -224,11 +236,15 @@ BEGIN
   -- No writer may add a ready job between the floors' computation and this commit: enqueues
   -- of the old version would not lower them.
   LOCK TABLE pgqueue.jobs IN SHARE MODE;
+  -- At the first ready job, or at the current time when that is later (floor_admit's rule).
   INSERT INTO pgqueue.ready_floor (queue, priority, run_after, id)
-  SELECT DISTINCT ON (j.queue, j.priority) j.queue, j.priority, j.run_after, j.id
-    FROM pgqueue.jobs j
-   WHERE j.state = 'ready'
-   ORDER BY j.queue, j.priority, j.run_after, j.id
+  SELECT h.queue, h.priority,
+         CASE WHEN h.run_after < clock_timestamp() THEN h.run_after ELSE clock_timestamp() END,
+         CASE WHEN h.run_after < clock_timestamp() THEN h.id ELSE 0 END
+    FROM (SELECT DISTINCT ON (j.queue, j.priority) j.queue, j.priority, j.run_after, j.id
+            FROM pgqueue.jobs j
+           WHERE j.state = 'ready'
+           ORDER BY j.queue, j.priority, j.run_after, j.id) h
   ON CONFLICT (queue, priority) DO NOTHING;
 END
 $$;
@@ -545,21 +561,21 @@ END
 $$;
 
 -- ── claim floors (pgqueue.ready_floor) ────────────────────────────────────────────────────
--- The rule that keeps every ready job at or above its floor: whoever makes a job ready holds
--- the queue's floor lock in shared mode from then until its transaction ends, and lowers the
--- floor when the job is below it; a floor moves up only under the same lock in exclusive mode,
--- to what a snapshot taken under it sees. So no job is passed: while its transaction is open
--- its queue's floors do not move (the move is skipped; a later claim tries again), and a job
--- made ready after a move sees the moved floor and lowers it. The lock is an advisory lock in the
--- two-int space (1885434739 = 'pgqs', and the queue's hash), apart from applications' one-bigint
--- advisory locks; two queues sharing a hash only share the lock.
+-- The rule that keeps every ready job at or above where claims start: whoever makes a job ready
+-- holds the queue's floor lock in shared mode from then until its transaction ends, and, when
+-- the job is below the queue's floor (or its priority has none), notes it in
+-- pgqueue.ready_floor_below. A floor moves up only under the same lock in exclusive mode (not
+-- waiting for it: the move is skipped while any such transaction is open, and a later claim
+-- tries again), to what a snapshot taken under the lock sees, and never above the time of the
+-- move. So no job is passed: one whose transaction was open during a move is noted below when
+-- it is written after it; one written before it is seen by it. The lock is an advisory lock in
+-- the two-int space (1885434739 = 'pgqs', and the queue's hash), apart from applications'
+-- one-bigint advisory locks; two queues sharing a hash only share the lock.
 
--- Admits a job made ready at (p_run_after, p_id) in claim order: lowers its queue's floor for
--- p_priority when the job is below it (creating the floor for a new priority). Called by every
--- function that makes a job ready and by the insert trigger, after writing the row. Usually
--- one index probe; a write only when the floor moves down. In REPEATABLE READ or SERIALIZABLE
--- the snapshot may predate a floor's move, so there it always writes the floor's row, and can
--- fail with 40001 when a claim moved that floor meanwhile (retry the transaction).
+-- Admits a job made ready at (p_run_after, p_id) in claim order, after its row was written:
+-- notes it below when it is below its floor. Usually one index probe and no write. In
+-- REPEATABLE READ or SERIALIZABLE the snapshot may predate a move, so there a job is noted
+-- unless it is due no earlier than now (a move never puts a floor above its own time).
 CREATE OR REPLACE FUNCTION pgqueue.floor_admit(
   p_queue text, p_priority int, p_run_after timestamptz, p_id bigint)
 RETURNS void
@@ -567,40 +583,56 @@ LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-  v_below boolean;
+  v_above boolean;
 BEGIN
   PERFORM pg_advisory_xact_lock_shared(1885434739, hashtext(p_queue));
   -- In READ COMMITTED this statement's snapshot is taken after the lock: any move is in it.
-  SELECT (p_run_after, p_id) < (f.run_after, f.id) INTO v_below
+  SELECT (p_run_after, p_id) >= (f.run_after, f.id) INTO v_above
     FROM pgqueue.ready_floor f
    WHERE f.queue = p_queue AND f.priority = p_priority;
-  IF v_below IS NOT DISTINCT FROM false
-     AND current_setting('transaction_isolation') = 'read committed' THEN
+  IF v_above AND (current_setting('transaction_isolation') = 'read committed'
+                  OR p_run_after >= clock_timestamp()) THEN
     RETURN;
   END IF;
-  INSERT INTO pgqueue.ready_floor AS f (queue, priority, run_after, id)
-  VALUES (p_queue, p_priority, p_run_after, p_id)
-  ON CONFLICT (queue, priority) DO UPDATE
-    SET run_after = EXCLUDED.run_after, id = EXCLUDED.id
-    WHERE (EXCLUDED.run_after, EXCLUDED.id) < (f.run_after, f.id);
+  INSERT INTO pgqueue.ready_floor_below (queue, priority, run_after, id)
+  VALUES (p_queue, p_priority, p_run_after, p_id);
 END
 $$;
 
--- Moves each floor of p_queue up to its first ready job (to 'infinity' when it has none), if
--- no transaction that makes jobs of the queue ready is open (else it does nothing: a later
--- claim tries again). Claims call it at most about once a second per queue; it reads the dead
--- entries between the old floor and the first ready job once, so that claims do not. Holds
--- the floor lock until the caller's transaction ends, which holds back the queue's enqueues
--- until then. Only in READ COMMITTED: an older snapshot could miss a job committed since.
+-- Where claims of p_queue start, per priority (highest first): the lower of the floor and the
+-- jobs noted below it.
+CREATE OR REPLACE FUNCTION pgqueue.floor_starts(p_queue text)
+RETURNS TABLE (priority int, run_after timestamptz, id bigint)
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+  RETURN QUERY
+  SELECT DISTINCT ON (x.priority) x.priority, x.run_after, x.id
+    FROM (SELECT f.priority, f.run_after, f.id FROM pgqueue.ready_floor f
+           WHERE f.queue = p_queue
+          UNION ALL
+          SELECT b.priority, b.run_after, b.id FROM pgqueue.ready_floor_below b
+           WHERE b.queue = p_queue) x
+   ORDER BY x.priority DESC, x.run_after, x.id;
+END
+$$;
+
+-- Moves each floor of p_queue up to its first ready job, or to the current time when that is
+-- later (or there is none), and folds in the jobs noted below; does nothing when a transaction
+-- that makes jobs of the queue ready is open (a later claim tries again). It reads the dead
+-- entries between the old floor and the first ready job once, so that claims do not. Holds the
+-- floor lock until the caller's transaction ends, which holds back the queue's enqueues until
+-- then: claims call it only as a statement of its own. Only in READ COMMITTED: an older
+-- snapshot could miss a job committed since.
 CREATE OR REPLACE FUNCTION pgqueue.floor_advance(p_queue text)
 RETURNS void
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
-SET enable_seqscan = off
-SET jit = off
 AS $$
 DECLARE
-  v_floor record;
+  v_start record;
+  v_bound timestamptz;
   v_run_after timestamptz;
   v_id bigint;
 BEGIN
@@ -608,19 +640,24 @@ BEGIN
      OR NOT pg_try_advisory_xact_lock(1885434739, hashtext(p_queue)) THEN
     RETURN;
   END IF;
-  FOR v_floor IN
-    SELECT f.priority, f.run_after, f.id FROM pgqueue.ready_floor f WHERE f.queue = p_queue
-  LOOP
+  v_bound := clock_timestamp();
+  FOR v_start IN SELECT * FROM pgqueue.floor_starts(p_queue) LOOP
     SELECT j.run_after, j.id INTO v_run_after, v_id
       FROM pgqueue.jobs j
-     WHERE j.queue = p_queue AND j.state = 'ready' AND j.priority = v_floor.priority
-       AND (j.run_after, j.id) >= (v_floor.run_after, v_floor.id)
+     WHERE j.queue = p_queue AND j.state = 'ready' AND j.priority = v_start.priority
+       AND (j.run_after, j.id) >= (v_start.run_after, v_start.id)
      ORDER BY j.run_after, j.id
      LIMIT 1;
-    UPDATE pgqueue.ready_floor f
-       SET run_after = coalesce(v_run_after, 'infinity'), id = coalesce(v_id, 0), moved_at = now()
-     WHERE f.queue = p_queue AND f.priority = v_floor.priority;
+    IF v_id IS NULL OR (v_run_after, v_id) > (v_bound, 0::bigint) THEN
+      v_run_after := v_bound;
+      v_id := 0;
+    END IF;
+    INSERT INTO pgqueue.ready_floor AS f (queue, priority, run_after, id, moved_at)
+    VALUES (p_queue, v_start.priority, v_run_after, v_id, now())
+    ON CONFLICT (queue, priority) DO UPDATE
+      SET run_after = EXCLUDED.run_after, id = EXCLUDED.id, moved_at = EXCLUDED.moved_at;
   END LOOP;
+  DELETE FROM pgqueue.ready_floor_below b WHERE b.queue = p_queue;
 END
 $$;
 
@@ -638,13 +675,12 @@ AS $$
 BEGIN
   RETURN QUERY
   SELECT f.priority, n.run_after
-    FROM pgqueue.ready_floor f
+    FROM pgqueue.floor_starts(p_queue) f
    CROSS JOIN LATERAL (
      SELECT j.run_after FROM pgqueue.jobs j
       WHERE j.queue = p_queue AND j.state = 'ready' AND j.priority = f.priority
         AND (j.run_after, j.id) >= (f.run_after, f.id)
       ORDER BY j.run_after, j.id LIMIT 1) n
-   WHERE f.queue = p_queue
    ORDER BY f.priority DESC;
 END
 $$;
@@ -738,8 +774,13 @@ BEGIN
        'pgqueue.maintenance_checked_at', true), ''), '0')::float8 + 1 THEN
     PERFORM pgqueue.maintain_if_due();
   END IF;
-  IF EXISTS (SELECT 1 FROM pgqueue.ready_floor f
-              WHERE f.queue = p_queue AND f.moved_at < now() - interval '1 second') THEN
+  -- A move holds the queue's enqueues back until this transaction ends: only when the claim
+  -- is most likely a transaction of its own (it began with this statement, within 5 ms: the
+  -- extended protocol starts it at Parse), not a statement in a longer one.
+  IF statement_timestamp() - transaction_timestamp() < interval '5 milliseconds'
+     AND (EXISTS (SELECT 1 FROM pgqueue.ready_floor f
+                   WHERE f.queue = p_queue AND f.moved_at < now() - interval '1 second')
+          OR EXISTS (SELECT 1 FROM pgqueue.ready_floor_below b WHERE b.queue = p_queue)) THEN
     PERFORM pgqueue.floor_advance(p_queue);
   END IF;
   -- One priority at a time, highest first, each from its floor: within a priority the index is
@@ -747,8 +788,8 @@ BEGIN
   -- every scheduled job (a backlog of future jobs would otherwise make each claim read all of
   -- them), and starts past the dead entries below the floor.
   FOR v_floor IN
-    SELECT f.priority, f.run_after, f.id FROM pgqueue.ready_floor f
-     WHERE f.queue = p_queue AND f.run_after <= now()
+    SELECT f.priority, f.run_after, f.id FROM pgqueue.floor_starts(p_queue) f
+     WHERE f.run_after <= now()
      ORDER BY f.priority DESC
   LOOP
     RETURN QUERY
@@ -1399,7 +1440,9 @@ SELECT s.queue, s.state, s.count, s.oldest, s.newest_update, s.lag
     -- the planner free to scan the whole table, retained jobs included).
     SELECT j.queue, 'ready' AS state, count(*) AS count, min(j.created_at) AS oldest,
            max(j.updated_at) AS newest_update,
-           now() - min(j.run_after) FILTER (WHERE j.run_after <= now()) AS lag
+           -- ('-infinity' has no lag: the difference would be an error)
+           now() - min(j.run_after) FILTER (WHERE j.run_after <= now()
+                                              AND j.run_after > '-infinity') AS lag
       FROM pgqueue.jobs j
      WHERE j.state = 'ready'
      GROUP BY j.queue
