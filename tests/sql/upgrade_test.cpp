@@ -1,6 +1,8 @@
 // Upgrading in place a database that runs the seed schema (tests/fixtures/seed_schema.sql), the
 // first release, version 2 (tests/fixtures/pgqueue_v2.sql), or version 3
 // (tests/fixtures/pgqueue_v3.sql).
+#include <initializer_list>
+
 #include <catch2/catch.hpp>
 
 #include "support/database.hpp"
@@ -24,28 +26,32 @@ std::string v3_file() {
   return PGQUEUE_SOURCE_ROOT "/tests/fixtures/pgqueue_v3.sql";
 }
 
+// Runs the statements one at a time, in order.
+void run_each(session& s, std::initializer_list<const char*> statements) {
+  for (const char* sql : statements) s.query(sql);
+}
+
 // Jobs in every state the seed produces, through the seed's own functions.
 void fill_seed(session& s) {
   // One statement at a time: the seed orders claims by created_at, which is equal within a
   // transaction.
-  for (const char* sql : {
-           "SELECT pgqueue.enqueue('mail', '{\"n\":1}')",
-           "SELECT pgqueue.enqueue('mail', '{\"n\":2}', 'key-2', 7)",
-           "SELECT pgqueue.enqueue('mail', '{\"n\":3}', NULL, 0, now() + interval '1 hour')",
-           "SELECT pgqueue.enqueue('mail', '{\"n\":4}')",
-           "SELECT pgqueue.enqueue('mail', '{\"n\":5}')",
-           "SELECT pgqueue.enqueue('sms', '{\"n\":6}')",
-           "SELECT * FROM pgqueue.claim_next('mail', 'w1')",  // id 2 (priority 7): will be done
-           "SELECT pgqueue.ack(2, 'w1')",
-           "SELECT * FROM pgqueue.claim_next('mail', 'w1')",  // id 1: stays claimed
-           "SELECT * FROM pgqueue.claim_next('mail', 'w2')",  // id 4: nacked to dead
-           "UPDATE pgqueue.jobs SET max_attempts = 1 WHERE id = 4",
-           "SELECT pgqueue.nack(4, 'w2', 'boom')",
-           // What the seed's janitor leaves behind: a ready job with no attempts left.
-           "UPDATE pgqueue.jobs SET attempts = 5 WHERE id = 5",
-       }) {
-    s.query(sql);
-  }
+  run_each(s,
+           {
+               "SELECT pgqueue.enqueue('mail', '{\"n\":1}')",
+               "SELECT pgqueue.enqueue('mail', '{\"n\":2}', 'key-2', 7)",
+               "SELECT pgqueue.enqueue('mail', '{\"n\":3}', NULL, 0, now() + interval '1 hour')",
+               "SELECT pgqueue.enqueue('mail', '{\"n\":4}')",
+               "SELECT pgqueue.enqueue('mail', '{\"n\":5}')",
+               "SELECT pgqueue.enqueue('sms', '{\"n\":6}')",
+               "SELECT * FROM pgqueue.claim_next('mail', 'w1')",  // id 2 (priority 7): will be done
+               "SELECT pgqueue.ack(2, 'w1')",
+               "SELECT * FROM pgqueue.claim_next('mail', 'w1')",  // id 1: stays claimed
+               "SELECT * FROM pgqueue.claim_next('mail', 'w2')",  // id 4: nacked to dead
+               "UPDATE pgqueue.jobs SET max_attempts = 1 WHERE id = 4",
+               "SELECT pgqueue.nack(4, 'w2', 'boom')",
+               // What the seed's janitor leaves behind: a ready job with no attempts left.
+               "UPDATE pgqueue.jobs SET attempts = 5 WHERE id = 5",
+           });
   REQUIRE(read_job(s, 1).state == "claimed");
   REQUIRE(read_job(s, 4).state == "dead");
 }
@@ -131,27 +137,25 @@ namespace {
 // ready (1), scheduled (2), claimed and held (3), done (4), dead (5), cancelled (6), released
 // with its attempt given back (7), retried after dead (8).
 void fill_v2(session& s) {
-  for (const char* sql : {
-           "SELECT pgqueue.enqueue('q', '{\"n\":1}')",
-           "SELECT pgqueue.enqueue('q', '{\"n\":2}', NULL, 0, now() + interval '1 hour')",
-           "SELECT pgqueue.enqueue('q', '{\"n\":3}', 'k3', 9)",
-           "SELECT pgqueue.enqueue('q', '{\"n\":4}', NULL, 8)",
-           "SELECT pgqueue.enqueue('q', '{\"n\":5}', NULL, 7, now(), 1)",
-           "SELECT pgqueue.enqueue('q', '{\"n\":6}')",
-           "SELECT pgqueue.enqueue('r', '{\"n\":7}')",
-           "SELECT pgqueue.enqueue('d', '{\"n\":8}', NULL, 0, now(), 1)",
-           "SELECT * FROM pgqueue.claim_batch('q', 'w', 3)",  // 3, 4, 5 by priority
-           "SELECT pgqueue.ack(4, 'w', 1)",
-           "SELECT pgqueue.nack(5, 'w', 'boom', NULL, 1)",
-           "SELECT pgqueue.cancel(6)",
-           "SELECT * FROM pgqueue.claim_batch('r', 'w')",
-           "SELECT pgqueue.release(7, 'w', 1)",
-           "SELECT * FROM pgqueue.claim_batch('d', 'w')",
-           "SELECT pgqueue.nack(8, 'w', 'boom', NULL, 1)",
-           "SELECT pgqueue.retry_dead('d')",
-       }) {
-    s.query(sql);
-  }
+  run_each(s, {
+                  "SELECT pgqueue.enqueue('q', '{\"n\":1}')",
+                  "SELECT pgqueue.enqueue('q', '{\"n\":2}', NULL, 0, now() + interval '1 hour')",
+                  "SELECT pgqueue.enqueue('q', '{\"n\":3}', 'k3', 9)",
+                  "SELECT pgqueue.enqueue('q', '{\"n\":4}', NULL, 8)",
+                  "SELECT pgqueue.enqueue('q', '{\"n\":5}', NULL, 7, now(), 1)",
+                  "SELECT pgqueue.enqueue('q', '{\"n\":6}')",
+                  "SELECT pgqueue.enqueue('r', '{\"n\":7}')",
+                  "SELECT pgqueue.enqueue('d', '{\"n\":8}', NULL, 0, now(), 1)",
+                  "SELECT * FROM pgqueue.claim_batch('q', 'w', 3)",  // 3, 4, 5 by priority
+                  "SELECT pgqueue.ack(4, 'w', 1)",
+                  "SELECT pgqueue.nack(5, 'w', 'boom', NULL, 1)",
+                  "SELECT pgqueue.cancel(6)",
+                  "SELECT * FROM pgqueue.claim_batch('r', 'w')",
+                  "SELECT pgqueue.release(7, 'w', 1)",
+                  "SELECT * FROM pgqueue.claim_batch('d', 'w')",
+                  "SELECT pgqueue.nack(8, 'w', 'boom', NULL, 1)",
+                  "SELECT pgqueue.retry_dead('d')",
+              });
   REQUIRE(read_job(s, 3).state == "claimed");
   REQUIRE(read_job(s, 5).state == "dead");
   REQUIRE(read_job(s, 7).attempts == 0);
@@ -213,23 +217,21 @@ TEST_CASE("version 3 upgrades in place: every job kept, claims start at floors b
   s.script(read_file(v3_file()));
   // Every state, through version 3's own functions: ready at two priorities (1, 2), scheduled
   // (3), held (4), done (5), dead (6), released (7), overdue (8).
-  for (const char* sql : {
-           "SELECT pgqueue.enqueue('q', '{\"n\":1}')",
-           "SELECT pgqueue.enqueue('q', '{\"n\":2}', NULL, 5)",
-           "SELECT pgqueue.enqueue('q', '{\"n\":3}', NULL, 0, now() + interval '1 hour')",
-           "SELECT pgqueue.enqueue('h', '{\"n\":4}')",
-           "SELECT pgqueue.enqueue('h', '{\"n\":5}')",
-           "SELECT pgqueue.enqueue('h', '{\"n\":6}', NULL, 0, now(), 1)",
-           "SELECT pgqueue.enqueue('r', '{\"n\":7}')",
-           "SELECT * FROM pgqueue.claim_batch('h', 'w', 3)",
-           "SELECT pgqueue.ack(5, 'w', 1)",
-           "SELECT pgqueue.nack(6, 'w', 'boom', NULL, 1)",
-           "SELECT * FROM pgqueue.claim_batch('r', 'w')",
-           "SELECT pgqueue.release(7, 'w', 1)",
-           "SELECT pgqueue.enqueue('q', '{\"n\":8}', NULL, 0, now() - interval '1 day')",
-       }) {
-    s.query(sql);
-  }
+  run_each(s, {
+                  "SELECT pgqueue.enqueue('q', '{\"n\":1}')",
+                  "SELECT pgqueue.enqueue('q', '{\"n\":2}', NULL, 5)",
+                  "SELECT pgqueue.enqueue('q', '{\"n\":3}', NULL, 0, now() + interval '1 hour')",
+                  "SELECT pgqueue.enqueue('h', '{\"n\":4}')",
+                  "SELECT pgqueue.enqueue('h', '{\"n\":5}')",
+                  "SELECT pgqueue.enqueue('h', '{\"n\":6}', NULL, 0, now(), 1)",
+                  "SELECT pgqueue.enqueue('r', '{\"n\":7}')",
+                  "SELECT * FROM pgqueue.claim_batch('h', 'w', 3)",
+                  "SELECT pgqueue.ack(5, 'w', 1)",
+                  "SELECT pgqueue.nack(6, 'w', 'boom', NULL, 1)",
+                  "SELECT * FROM pgqueue.claim_batch('r', 'w')",
+                  "SELECT pgqueue.release(7, 'w', 1)",
+                  "SELECT pgqueue.enqueue('q', '{\"n\":8}', NULL, 0, now() - interval '1 day')",
+              });
   REQUIRE(read_job(s, 4).state == "claimed");
   REQUIRE(read_job(s, 6).state == "dead");
   const auto before = *s.scalar(row_text);
