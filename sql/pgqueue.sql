@@ -589,22 +589,20 @@ END
 $$;
 
 -- Where claims of p_queue start, per priority (highest first): the lower of the floor and the
--- jobs noted below it.
+-- jobs noted below it. Plain SQL without SECURITY DEFINER or SET clauses (its callers run as
+-- the owner with a pinned search_path, and no role may call it) so that the planner inlines it
+-- into the caller's query: as a separate call it cost each claim about 10 us, 5% of a claim.
 CREATE OR REPLACE FUNCTION pgqueue.floor_starts(p_queue text)
 RETURNS TABLE (priority int, run_after timestamptz, id bigint)
-LANGUAGE plpgsql STABLE
-SET search_path = pg_catalog, pg_temp
+LANGUAGE sql STABLE
 AS $$
-BEGIN
-  RETURN QUERY
   SELECT DISTINCT ON (x.priority) x.priority, x.run_after, x.id
     FROM (SELECT f.priority, f.run_after, f.id FROM pgqueue.ready_floor f
            WHERE f.queue = p_queue
           UNION ALL
           SELECT b.priority, b.run_after, b.id FROM pgqueue.ready_floor_below b
            WHERE b.queue = p_queue) x
-   ORDER BY x.priority DESC, x.run_after, x.id;
-END
+   ORDER BY x.priority DESC, x.run_after, x.id
 $$;
 
 -- Moves each floor of p_queue up to its first ready job, or to the current time when that is
@@ -767,9 +765,10 @@ BEGIN
   -- is most likely a transaction of its own (it began with this statement, within 5 ms: the
   -- extended protocol starts it at Parse), not a statement in a longer one.
   IF statement_timestamp() - transaction_timestamp() < interval '5 milliseconds'
-     AND (EXISTS (SELECT 1 FROM pgqueue.ready_floor f
-                   WHERE f.queue = p_queue AND f.moved_at < now() - interval '1 second')
-          OR EXISTS (SELECT 1 FROM pgqueue.ready_floor_below b WHERE b.queue = p_queue)) THEN
+     AND EXISTS (SELECT FROM pgqueue.ready_floor f
+                  WHERE f.queue = p_queue AND f.moved_at < now() - interval '1 second'
+                 UNION ALL
+                 SELECT FROM pgqueue.ready_floor_below b WHERE b.queue = p_queue) THEN
     PERFORM pgqueue.floor_advance(p_queue);
   END IF;
   -- One priority at a time, highest first, each from its floor: within a priority the index is
@@ -1456,7 +1455,8 @@ SELECT s.queue, s.state, s.count, s.oldest, s.newest_update, s.lag
 -- ── privileges ────────────────────────────────────────────────────────────────────────────
 -- Least privilege: the tables stay private to the schema's owner, and calling a function is the
 -- whole capability. Every pgqueue function runs as its owner (SECURITY DEFINER; each pins its
--- search_path, so a caller's objects cannot stand in for built-ins), nobody but the owner may
+-- search_path, so a caller's objects cannot stand in for built-ins; floor_starts, which only
+-- pgqueue's own functions call, is inlined into theirs instead), nobody but the owner may
 -- execute one until granted, and pgqueue.grant_producer / grant_worker hand out the two roles'
 -- sets. Applied last on every run: CREATE OR REPLACE resets SECURITY DEFINER, and a function
 -- created by this run starts with EXECUTE for PUBLIC.
@@ -1537,7 +1537,9 @@ BEGIN
      WHERE p.pronamespace = 'pgqueue'::regnamespace AND p.prokind = 'f'
        -- The grant helpers run as their caller: only who may grant may use them.
        AND p.proname NOT IN ('grant_functions', 'grant_producer', 'grant_worker',
-                              'revoke_access')
+                              'revoke_access',
+                              -- inlined into its callers (see there)
+                              'floor_starts')
   LOOP
     EXECUTE pg_catalog.format('ALTER FUNCTION %s SECURITY DEFINER', v_fn);
   END LOOP;
