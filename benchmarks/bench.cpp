@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "scenarios/scenarios.hpp"
+#include "support/peers.hpp"
 #include "support/progress.hpp"
 #include "support/server.hpp"
 
@@ -36,6 +37,10 @@ dropped; the role needs CREATEDB) and prints a table on stdout, progress on stde
   --pinned-minutes N   pinned: minutes of jobs in and out while a REPEATABLE READ
                        transaction holds the horizon (default 10; only with --only pinned)
   --pinned-rate N      pinned: jobs per second in and out (default 5000)
+  --peers NODE         also measure graphile-worker and pg-boss (benchmarks/peers/install
+                       installs them and prints NODE) in the enqueue, drain, latency and
+                       pinned scenarios, and compare every pgqueue row with the best peer
+  --peers-script PATH  the peers' runner (default: benchmarks/peers/run.mjs)
   --pgbench PATH       the pgbench to run (default: pgbench on PATH)
   --seed-schema PATH   the seed schema fixture (default: tests/fixtures/seed_schema.sql)
   --after-migrate FILE SQL run in each database right after the schema is installed, to
@@ -56,13 +61,17 @@ std::string self_path() {
   return n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : "pgqueue-bench";
 }
 
-void add_targets(bench::report& rep) {
+void add_targets(bench::report& rep, const std::string& best_peer_drain) {
   // (a) is 4 sessions claiming 100 jobs each: the worker in that shape is the like-for-like
   // row; concurrency 64 on one session is also held to it (one backend, one core).
   rep.add_target({"batched drain, shape of (a): c400, connections = 4 >= 0.8x (a)",
                   "drain.c400.batched.conn4", "ref.batch", "", 0.8});
   rep.add_target(
       {"batched drain, c64 on one session >= 0.8x (a)", "drain.c64.batched", "ref.batch", "", 0.8});
+  if (!best_peer_drain.empty()) {
+    rep.add_target({"batched drain, one worker (shape of (a)) >= 2x the best peer's",
+                    "drain.c400.batched.conn4", best_peer_drain, "", 2});
+  }
   rep.add_target({"batched drain (c64) >= 5x the seed's claim_next+ack (b)", "drain.c64.batched",
                   "ref.seed", "", 5});
   rep.add_target({"enqueue_batch(100) >= 0.8x the same INSERT via pgbench (d100)",
@@ -82,6 +91,8 @@ void add_targets(bench::report& rep) {
       {"stricter: p50 <= 1 ms from enqueue() called", "latency.from_call", "", "p50", 1});
   rep.add_target(
       {"stricter: p99 <= 3 ms from enqueue() called", "latency.from_call", "", "p99", 3});
+  rep.add_target({"latency under load: p99 <= 2 ms from enqueue() called, worker at half its peak",
+                  "latency.loaded.from_call", "", "p99", 2});
   rep.add_target(
       {"drain with retained completed jobs >= 0.8x empty", "scale.retained", "scale.0", "", 0.8});
   rep.add_target(
@@ -138,6 +149,8 @@ int main(int argc, char** argv) {
         {"--pinned-minutes", [&](const std::string& v) { ctx.opt.pinned_minutes = std::stoi(v); }},
         {"--pinned-rate", [&](const std::string& v) { ctx.opt.pinned_rate = std::stoi(v); }},
         {"--pgbench", [&](const std::string& v) { ctx.opt.pgbench = v; }},
+        {"--peers", [&](const std::string& v) { ctx.opt.peers_node = v; }},
+        {"--peers-script", [&](const std::string& v) { ctx.opt.peers_script = v; }},
         {"--seed-schema", [&](const std::string& v) { ctx.opt.seed_schema = v; }},
         {"--after-migrate",
          [&](const std::string& v) {
@@ -219,7 +232,7 @@ int main(int argc, char** argv) {
       ctx.rep.add(std::move(r));
     }
   }
-  add_targets(ctx.rep);
+  add_targets(ctx.rep, bench::compare_with_peers(ctx.rep));
   bench::say("done", "");
   ctx.rep.print_table(stdout);
   if (!json.empty()) {

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "../support/peers.hpp"
 #include "../support/progress.hpp"
 #include "../support/workload.hpp"
 #include "scenarios.hpp"
@@ -93,6 +94,7 @@ void run_drain(context& ctx) {
     db.close();
     co_await drop_database(ctx.opt, dbname);
   });
+  add_peer_rows(ctx, "drain", "drain");
 }
 
 }  // namespace bench

@@ -3,6 +3,7 @@
 #include <string>
 #include <vector>
 
+#include "../support/peers.hpp"
 #include "../support/progress.hpp"
 #include "../support/server.hpp"
 #include "scenarios.hpp"
@@ -106,6 +107,8 @@ void run_enqueue(context& ctx) {
     db.close();
     co_await drop_database(ctx.opt, dbname);
   });
+  add_peer_rows(ctx, "enqueue1", "enqueue");
+  add_peer_rows(ctx, "enqueue_batch", "enqueue");
 }
 
 }  // namespace bench

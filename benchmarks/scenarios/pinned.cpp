@@ -13,6 +13,8 @@
 #include <thread>
 #include <vector>
 
+#include "../support/load.hpp"
+#include "../support/peers.hpp"
 #include "../support/progress.hpp"
 #include "../support/server.hpp"
 #include "scenarios.hpp"
@@ -31,19 +33,6 @@ struct totals {
   long in = 0, out = 0;
   function_time claim, ack, janitor;
 };
-
-// Runs `body` on a thread of its own (its own io_context) until it returns; keeps its failure.
-template <class Body>
-std::thread on_thread(Body body, std::exception_ptr& failure, std::atomic<bool>& stop) {
-  return std::thread([body, &failure, &stop] {
-    try {
-      run_async(body);
-    } catch (...) {
-      failure = std::current_exception();
-      stop = true;
-    }
-  });
-}
 
 asio::awaitable<function_time> time_of(pgqueue::database& db, const char* function) {
   auto r = co_await db.query(
@@ -75,19 +64,7 @@ void run_pinned(context& ctx) {
   std::atomic<long> enqueued{0}, handled{0};
   std::exception_ptr producer_failure, worker_failure;
   std::thread producer = on_thread(
-      [&](asio::any_io_executor ex) -> asio::awaitable<void> {
-        auto db = co_await pgqueue::connect(ex, dsn);
-        pgqueue::queue q(db, bench_queue);
-        const std::vector<std::string> payloads(batch, bench_payload);
-        const auto period = std::chrono::nanoseconds(1'000'000'000LL * batch / rate);
-        auto next = clock::now();
-        while (!stop) {
-          next += period;
-          if (next > clock::now()) co_await sleep_for(next - clock::now());
-          co_await q.enqueue_batch(payloads);
-          enqueued += batch;
-        }
-      },
+      [&](asio::any_io_executor ex) { return paced_batches(ex, dsn, rate, batch, stop, enqueued); },
       producer_failure, stop);
   std::thread consumer = on_thread(
       [&](asio::any_io_executor ex) -> asio::awaitable<void> {
@@ -196,6 +173,7 @@ void run_pinned(context& ctx) {
   run_async([&](asio::any_io_executor) -> asio::awaitable<void> {
     co_await drop_database(ctx.opt, dbname);
   });
+  add_peer_rows(ctx, "pinned", "pinned");
 }
 
 }  // namespace bench

@@ -22,6 +22,8 @@ struct options {
   std::string seed_schema = PGQUEUE_BENCH_SOURCE_ROOT "/tests/fixtures/seed_schema.sql";
   std::string self;           ///< this executable, re-run for the memory scenario's child processes
   std::string after_migrate;  ///< SQL run after installing the schema (trying a schema change)
+  std::string peers_node;     ///< --peers: the Node.js that runs the peers (empty: no peers)
+  std::string peers_script = PGQUEUE_BENCH_SOURCE_ROOT "/benchmarks/peers/run.mjs";
 };
 
 struct context {

@@ -24,18 +24,20 @@ namespace bench {
 
 struct process_result {
   int exit_code = -1;
-  std::string output;  ///< stdout and stderr together
+  std::string output;  ///< stdout (and stderr, see run_process)
 };
 
-/// Runs `argv` (no shell) and returns its exit code and output.
-inline process_result run_process(const std::vector<std::string>& argv) {
+/// Runs `argv` (no shell) and returns its exit code and output (stdout, and stderr unless
+/// `stderr_to_ours`: then the child's stderr is this process's, e.g. for progress lines).
+inline process_result run_process(const std::vector<std::string>& argv,
+                                  bool stderr_to_ours = false) {
   char out_path[] = "/tmp/pgqueue-bench-out-XXXXXX";
   const int fd = mkstemp(out_path);
   if (fd < 0) throw std::runtime_error("mkstemp failed");
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, fd, 1);
-  posix_spawn_file_actions_adddup2(&actions, fd, 2);
+  if (!stderr_to_ours) posix_spawn_file_actions_adddup2(&actions, fd, 2);
   std::vector<char*> args;
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);

@@ -61,7 +61,9 @@ const row* report::find(const std::string& id) const {
 std::optional<double> report::ratio(const std::string& id, const std::string& ref) const {
   const row* a = find(id);
   const row* b = find(ref);
-  if (!a || !b || !a->rate || !b->rate || *b->rate <= 0) return std::nullopt;
+  if (!a || !b) return std::nullopt;
+  if (!a->rate && !b->rate && a->lat && b->lat && b->lat->p50 > 0) return a->lat->p50 / b->lat->p50;
+  if (!a->rate || !b->rate || *b->rate <= 0) return std::nullopt;
   return *a->rate / *b->rate;
 }
 
@@ -98,7 +100,8 @@ void report::print_table(std::FILE* out) const {
     for (const auto& ref : r.refs) {
       if (auto x = ratio(r.id, ref)) {
         const row* rr = find(ref);
-        append(ratio_text(*x) + " " + (rr->tag.empty() ? rr->id : rr->tag));
+        append((r.rate ? "" : "p50 ") + ratio_text(*x) + " " +
+               (rr->tag.empty() ? rr->id : rr->tag));
       }
     }
     for (const auto& [name, value] : r.extra) append(name + "=" + ms(value));

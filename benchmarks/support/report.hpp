@@ -47,12 +47,19 @@ struct verdict {
 class report {
  public:
   void add(row r) { rows_.push_back(std::move(r)); }
+  /// Adds `ref` to the refs of every row whose id starts with `prefix`.
+  void add_ref_by_prefix(const std::string& prefix, const std::string& ref) {
+    for (auto& r : rows_) {
+      if (r.id.rfind(prefix, 0) == 0) r.refs.push_back(ref);
+    }
+  }
   void add_target(target t) { targets_.push_back(std::move(t)); }
   void set_header(std::vector<std::pair<std::string, std::string>> meta) {
     meta_ = std::move(meta);
   }
 
   const row* find(const std::string& id) const;
+  /// rate(id) / rate(ref); for two latency rows, p50(id) / p50(ref) (lower is better).
   std::optional<double> ratio(const std::string& id, const std::string& ref) const;
   verdict evaluate(const target& t) const;
 
