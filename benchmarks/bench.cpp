@@ -24,8 +24,8 @@ namespace {
 constexpr const char* usage = R"(usage: pgqueue-bench [options] "<conninfo>"
 Runs the benchmark scenarios against the server (each in a database of its own, created and
 dropped; the role needs CREATEDB) and prints a table on stdout, progress on stderr.
-  --only LIST          scenarios to run, comma-separated (default: all but pinned)
-                       enqueue,drain,latency,scale,reference,memory,pinned
+  --only LIST          scenarios to run, comma-separated (default: all but pinned, soak)
+                       enqueue,drain,latency,scale,reference,memory,pinned,soak
   --json FILE          also write the results as JSON
   --seconds N          length of each timed run (default 5)
   --drain-jobs N       jobs pre-filled for each drain (default 50000)
@@ -37,6 +37,14 @@ dropped; the role needs CREATEDB) and prints a table on stdout, progress on stde
   --pinned-minutes N   pinned: minutes of jobs in and out while a REPEATABLE READ
                        transaction holds the horizon (default 10; only with --only pinned)
   --pinned-rate N      pinned: jobs per second in and out (default 5000)
+  --soak-minutes N     soak: minutes at half the worker's peak rate, gc every 10 s
+                       (default 30; only with --only soak)
+  --soak-rate N        soak: jobs per second in and out instead of half the peak
+  --soak-window N      soak: seconds per sample (default 30)
+  --soak-out PREFIX    soak: write PREFIX.tsv and (with gnuplot) PREFIX.png
+                       (default /tmp/pgqueue-soak-<time>)
+  --soak-table-settings S  soak: ALTER TABLE pgqueue.jobs SET (S) first, e.g.
+                       "autovacuum_vacuum_scale_factor = 0.01"
   --peers NODE         also measure graphile-worker and pg-boss (benchmarks/peers/install
                        installs them and prints NODE) in the enqueue, drain, latency and
                        pinned scenarios, and compare every pgqueue row with the best peer
@@ -99,6 +107,10 @@ void add_targets(bench::report& rep, const std::string& best_peer_drain) {
       {"depth with retained completed jobs < 50 ms", "scale.retained", "", "depth_ms", 50});
   rep.add_target({"pinned horizon: rate held at the end (>= 0.95x the first 20 s)", "pinned.end",
                   "pinned.start", "", 0.95});
+  rep.add_target(
+      {"soak: rate held at the end (>= 0.95x the rate asked)", "soak.end", "soak.asked", "", 0.95});
+  rep.add_target({"soak: size at the end <= 1.1x the middle of the run", "soak.end", "",
+                  "size_end_vs_mid", 1.1});
   rep.add_target({"pinned horizon: claim time at the end <= 1.5x the first 20 s", "pinned.end", "",
                   "claim_vs_start", 1.5});
 }
@@ -148,6 +160,12 @@ int main(int argc, char** argv) {
         {"--memory-jobs", [&](const std::string& v) { ctx.opt.memory_jobs = std::stoi(v); }},
         {"--pinned-minutes", [&](const std::string& v) { ctx.opt.pinned_minutes = std::stoi(v); }},
         {"--pinned-rate", [&](const std::string& v) { ctx.opt.pinned_rate = std::stoi(v); }},
+        {"--soak-minutes", [&](const std::string& v) { ctx.opt.soak_minutes = std::stoi(v); }},
+        {"--soak-rate", [&](const std::string& v) { ctx.opt.soak_rate = std::stoi(v); }},
+        {"--soak-window",
+         [&](const std::string& v) { ctx.opt.soak_window_seconds = std::stoi(v); }},
+        {"--soak-out", [&](const std::string& v) { ctx.opt.soak_out = v; }},
+        {"--soak-table-settings", [&](const std::string& v) { ctx.opt.soak_table_settings = v; }},
         {"--pgbench", [&](const std::string& v) { ctx.opt.pgbench = v; }},
         {"--peers", [&](const std::string& v) { ctx.opt.peers_node = v; }},
         {"--peers-script", [&](const std::string& v) { ctx.opt.peers_script = v; }},
@@ -179,7 +197,8 @@ int main(int argc, char** argv) {
     if (positional.size() != 1) throw std::runtime_error("expected one conninfo argument");
     if (ctx.opt.seconds < 1 || ctx.opt.drain_jobs < 1 || ctx.opt.latency_rate < 1 ||
         ctx.opt.latency_samples < 1 || ctx.opt.memory_jobs < 1 || ctx.opt.memory_jobs > 10000 ||
-        ctx.opt.retained < 1 || ctx.opt.pinned_minutes < 1 || ctx.opt.pinned_rate < 100) {
+        ctx.opt.retained < 1 || ctx.opt.pinned_minutes < 1 || ctx.opt.pinned_rate < 100 ||
+        ctx.opt.soak_minutes < 1 || ctx.opt.soak_rate < 0 || ctx.opt.soak_window_seconds < 1) {
       throw std::runtime_error("a numeric option is out of range");
     }
   } catch (const std::exception& e) {
@@ -193,7 +212,7 @@ int main(int argc, char** argv) {
       {"enqueue", bench::run_enqueue},     {"drain", bench::run_drain},
       {"latency", bench::run_latency},     {"scale", bench::run_scale},
       {"reference", bench::run_reference}, {"memory", bench::run_memory},
-      {"pinned", bench::run_pinned},
+      {"pinned", bench::run_pinned},       {"soak", bench::run_soak},
   };
   std::map<std::string, bool> wanted;
   std::stringstream list(only);

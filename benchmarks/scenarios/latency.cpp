@@ -23,11 +23,6 @@
 namespace bench {
 namespace {
 
-std::int64_t now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(clock::now().time_since_epoch())
-      .count();
-}
-
 struct sent_job {
   std::int64_t id, sent_ns, returned_ns;
 };

@@ -15,6 +15,7 @@ void run_scale(context& ctx);      ///< drain and depth with many completed jobs
 void run_reference(context& ctx);  ///< pgbench driving the raw SQL (and the seed schema)
 void run_memory(context& ctx);     ///< peak RSS with many jobs in flight
 void run_pinned(context& ctx);     ///< a steady rate while a transaction holds the horizon
+void run_soak(context& ctx);       ///< half the peak rate for a long time, gc running
 
 /// The memory scenario's child process: prints "<baseline KiB> <peak KiB>" and exits.
 int memory_child(const std::string& mode, const std::string& dsn, int jobs);
