@@ -52,6 +52,25 @@ TEST_CASE("running the file again changes nothing", "[install]") {
   CHECK(*s.scalar("SELECT string_agg(j::text, '|') FROM pgqueue.jobs j") == rows_before);
 }
 
+TEST_CASE("the jobs table is vacuumed by dead rows, and an operator's settings stay", "[install]") {
+  scratch_database db(false);
+  session s(db.dsn());
+  s.script(read_file(schema_file()));
+  const std::string options =
+      "SELECT array_to_string(reloptions, ',') FROM pg_class WHERE oid = 'pgqueue.jobs'::regclass";
+  CHECK(*s.scalar(options) ==
+        "fillfactor=85,autovacuum_vacuum_scale_factor=0,autovacuum_vacuum_threshold=20000,"
+        "autovacuum_vacuum_insert_scale_factor=0,autovacuum_vacuum_insert_threshold=20000,"
+        "autovacuum_vacuum_cost_delay=0");
+  s.script(
+      "ALTER TABLE pgqueue.jobs RESET (autovacuum_vacuum_scale_factor, "
+      "autovacuum_vacuum_threshold, autovacuum_vacuum_insert_scale_factor, "
+      "autovacuum_vacuum_insert_threshold, autovacuum_vacuum_cost_delay); "
+      "ALTER TABLE pgqueue.jobs SET (autovacuum_vacuum_scale_factor = 0.05)");
+  s.script(read_file(schema_file()));
+  CHECK(*s.scalar(options) == "fillfactor=85,autovacuum_vacuum_scale_factor=0.05");
+}
+
 TEST_CASE("two sessions installing at once both succeed", "[install][concurrency]") {
   scratch_database db(false);
   const std::string sql = read_file(schema_file());
