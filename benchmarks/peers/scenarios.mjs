@@ -210,11 +210,17 @@ export async function pinned(peer, args, admin, pin) {
     await producer;
   } finally {
     await prod.close();
+  }
+  // Sizes while the horizon is still held; then the pin goes before the worker stops: pg-boss's
+  // maintenance (REINDEX CONCURRENTLY) waits for the pinning transaction, and its stop for it.
+  let sizes;
+  try {
+    sizes = await tableStats(peer, admin);
+  } finally {
+    await pin.query('ROLLBACK');
     await peer.stopWorker();
   }
-  const sizes = await tableStats(peer, admin);
   const dbDone = added - await notDone(peer, admin);
-  await pin.query('ROLLBACK');
   return { minutes: args.minutes, rate: args.rate, added, done: handled, db_done: dbDone,
     start_per_s: windows[0].done_per_s, end_per_s: windows[windows.length - 1].done_per_s, ...sizes };
 }
