@@ -105,6 +105,10 @@ void add_targets(bench::report& rep, const std::string& best_peer_drain) {
       {"drain with retained completed jobs >= 0.8x empty", "scale.retained", "scale.0", "", 0.8});
   rep.add_target(
       {"depth with retained completed jobs < 50 ms", "scale.retained", "", "depth_ms", 50});
+  rep.add_target({"--scale-10m: drain with 10 million retained >= 0.8x empty", "scale.10M",
+                  "scale.0", "", 0.8});
+  rep.add_target(
+      {"--scale-10m: depth with 10 million retained < 50 ms", "scale.10M", "", "depth_ms", 50});
   rep.add_target({"pinned horizon: rate held at the end (>= 0.95x the first 20 s)", "pinned.end",
                   "pinned.start", "", 0.95});
   rep.add_target(
