@@ -90,7 +90,7 @@ void run_reference(context& ctx) {
     {  // (a) the batch functions: the raw-SQL ceiling of a drain
       const std::string name = "pgqueue_bench_ref_batch";
       auto db = co_await fresh_database(ctx.opt, name, true, false);
-      const long fill = std::max(100000L, 70000L * secs);
+      const long fill = std::max(100000L, 150000L * secs);
       say("reference", "(a) filling " + std::to_string(fill) + " jobs");
       co_await fill_ready(db, fill);
       auto r =
