@@ -67,23 +67,10 @@ void run_pinned(context& ctx) {
       [&](asio::any_io_executor ex) { return paced_batches(ex, dsn, rate, batch, stop, enqueued); },
       producer_failure, stop);
   std::thread consumer = on_thread(
-      [&](asio::any_io_executor ex) -> asio::awaitable<void> {
-        auto db = co_await pgqueue::connect(ex, dsn);
-        pgqueue::queue q(db, bench_queue);
-        pgqueue::worker w(q,
-                          [&](const pgqueue::job&) -> asio::awaitable<void> {
-                            ++handled;
-                            co_return;
-                          },
-                          {.concurrency = batch, .claim_batch = batch});
-        auto watch = [&]() -> asio::awaitable<void> {
-          while (!stop) co_await sleep_for(std::chrono::milliseconds(20));
-          w.stop();
-        };
-        std::vector<asio::awaitable<void>> tasks;
-        tasks.push_back(w.run());
-        tasks.push_back(watch());
-        co_await join_all(std::move(tasks));
+      [&](asio::any_io_executor ex) {
+        return worker_until(
+            ex, dsn, {.concurrency = batch, .claim_batch = batch},
+            [&](const pgqueue::job&) { ++handled; }, stop);
       },
       worker_failure, stop);
 

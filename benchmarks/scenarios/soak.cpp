@@ -172,25 +172,14 @@ void run_soak(context& ctx) {
       },
       producer_failure, stop);
   std::thread consumer = on_thread(
-      [&](asio::any_io_executor ex) -> asio::awaitable<void> {
-        auto db = co_await pgqueue::connect(ex, dsn);
-        pgqueue::queue q(db, bench_queue);
-        pgqueue::worker w(
-            q,
-            [&](const pgqueue::job& j) -> asio::awaitable<void> {
+      [&](asio::any_io_executor ex) {
+        return worker_until(
+            ex, dsn, worker_setup,
+            [&](const pgqueue::job& j) {
               starts.note(j.payload);
               ++handled;
-              co_return;
             },
-            worker_setup);
-        auto watch = [&]() -> asio::awaitable<void> {
-          while (!stop) co_await sleep_for(std::chrono::milliseconds(20));
-          w.stop();
-        };
-        std::vector<asio::awaitable<void>> tasks;
-        tasks.push_back(w.run());
-        tasks.push_back(watch());
-        co_await join_all(std::move(tasks));
+            stop);
       },
       worker_failure, stop);
 

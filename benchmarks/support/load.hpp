@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <exception>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -43,6 +44,31 @@ inline asio::awaitable<void> paced_batches(asio::any_io_executor ex, std::string
     co_await q.enqueue_batch(payloads);
     enqueued += batch;
   }
+}
+
+/// Runs a pgqueue::worker over the bench queue (its own connection) with `options`, calling
+/// `handler(job)` as each job starts, until `stop` is set; returns once the worker has stopped.
+inline asio::awaitable<void> worker_until(asio::any_io_executor ex, std::string dsn,
+                                          pgqueue::worker_options options,
+                                          std::function<void(const pgqueue::job&)> handler,
+                                          std::atomic<bool>& stop) {
+  auto db = co_await pgqueue::connect(ex, dsn);
+  pgqueue::queue q(db, bench_queue);
+  pgqueue::worker w(
+      q,
+      [&handler](const pgqueue::job& j) -> asio::awaitable<void> {
+        handler(j);
+        co_return;
+      },
+      options);
+  auto watch = [&]() -> asio::awaitable<void> {
+    while (!stop) co_await sleep_for(std::chrono::milliseconds(20));
+    w.stop();
+  };
+  std::vector<asio::awaitable<void>> tasks;
+  tasks.push_back(w.run());
+  tasks.push_back(watch());
+  co_await join_all(std::move(tasks));
 }
 
 }  // namespace bench
