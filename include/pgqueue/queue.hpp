@@ -70,8 +70,9 @@ class queue {
   /// than `enqueue_options::max_idempotency_key_bytes`.
   ///
   /// Cancellation: a cancel before the request is sent (also while it waits for a new session
-  /// during a reconnect) throws operation_aborted and adds nothing. Once sent, the enqueue is not interrupted (the server may already have
-  /// committed the job): the call waits for the answer, announces the job and returns its id.
+  /// during a reconnect) throws operation_aborted and adds nothing. Once sent, the enqueue is not
+  /// interrupted (the server may already have committed the job): the call waits for the answer,
+  /// announces the job and returns its id.
   asio::awaitable<std::int64_t> enqueue(std::string_view payload, enqueue_options opts = {}) {
     // Coroutines take their arguments from here as xvalues: GCC 12 destroys a coroutine
     // parameter twice when it is initialised straight from a temporary.
@@ -96,9 +97,10 @@ class queue {
   /// back even without a `worker`.
   ///
   /// Cancellation: a cancel before the request is sent (also while it waits for a new session
-  /// during a reconnect) throws operation_aborted and claims nothing. Once sent, the claim is completed; if the caller was cancelled meanwhile, the
-  /// jobs it took are released (ready again at once, the attempt not counted) and it throws
-  /// operation_aborted. A cancelled claim never strands a job.
+  /// during a reconnect) throws operation_aborted and claims nothing. Once sent, the claim is
+  /// completed; if the caller was cancelled meanwhile, the jobs it took are released (ready again
+  /// at once, the attempt not counted) and it throws operation_aborted. A cancelled claim never
+  /// strands a job.
   asio::awaitable<std::optional<lease>> try_claim() {
     auto got = co_await try_claim_batch(1);
     if (got.empty()) co_return std::nullopt;
@@ -176,7 +178,6 @@ class queue {
     co_return leases;
   }
 
-
   // The ranges queue_options documents. Checked before anything uses the values: an enormous
   // lease overflows steady_clock arithmetic, a negative interval makes a timer loop spin.
   static void check(const queue_options& o) {
@@ -205,21 +206,40 @@ class queue {
     }
   }
 
-  // claim_batch after a check that found nothing (the worker has just made one). With
-  // `keep_if_cancelled` as claim_now.
+  // claim_batch after a check that found nothing. With `keep_if_cancelled` as claim_now.
   asio::awaitable<std::vector<lease>> wait_and_claim(int max, bool keep_if_cancelled = false) {
     // Subscribe before checking again: a job committed after this check is then announced to
     // us, and one committed before it is found by it.
-    auto sub = co_await s_->db.subscribe(co_await channel());
+    auto sub = co_await subscribe_wakeups();
+    const auto seen = sub.received();
+    auto got = co_await claim_now(max, keep_if_cancelled);
+    if (!got.empty()) co_return got;
+    co_return co_await wait_then_claim(sub, seen, max, keep_if_cancelled);
+  }
+
+  // The LISTEN on this queue's wake-ups, for a claimer that keeps it across claims (the
+  // worker: one per run and session instead of a LISTEN and an UNLISTEN per idle period).
+  asio::awaitable<pg::subscription> subscribe_wakeups() {
+    co_return co_await s_->db.subscribe(co_await channel());
+  }
+
+  // Waits for an event and claims, until a claim gets a job. The caller's last claim found
+  // nothing and was sent once `sub` had received `seen` notifications: those are stale (that
+  // claim saw what they announced), the later ones news.
+  asio::awaitable<std::vector<lease>> wait_then_claim(const pg::subscription& sub,
+                                                      std::uint64_t seen, int max,
+                                                      bool keep_if_cancelled) {
     asio::steady_timer timer(co_await asio::this_coro::executor);
     detail::idle_backoff backoff(s_->options.poll_interval);
     for (;;) {
-      auto got = co_await claim_now(max, keep_if_cancelled);
-      if (!got.empty()) co_return got;
       timer.expires_after(backoff.next(co_await wait_hint()));
       using namespace asio::experimental::awaitable_operators;
       std::error_code ec;
-      co_await (sub.next() || timer.async_wait(asio::redirect_error(asio::use_awaitable, ec)));
+      co_await (sub.next_after(seen) ||
+                timer.async_wait(asio::redirect_error(asio::use_awaitable, ec)));
+      seen = sub.received();
+      auto got = co_await claim_now(max, keep_if_cancelled);
+      if (!got.empty()) co_return got;
     }
   }
 

@@ -23,10 +23,10 @@
 #include <asio/cancellation_signal.hpp>
 #include <asio/cancellation_state.hpp>
 #include <asio/co_spawn.hpp>
-#include <asio/io_context.hpp>
 #include <asio/detached.hpp>
 #include <asio/dispatch.hpp>
 #include <asio/error.hpp>
+#include <asio/io_context.hpp>
 #include <asio/post.hpp>
 #include <asio/strand.hpp>
 #include <asio/this_coro.hpp>
@@ -57,7 +57,9 @@ struct worker_stats {
 /// returns, nacks with the exception's message when it throws (ill-formed UTF-8 and control
 /// bytes but \t and \n as '?', cut to 2000 bytes; a message the server still refuses is replaced
 /// by a fixed one naming the SQLSTATE). Claims in batches and coalesces acks when busy, waits
-/// on notifications when idle, and runs the janitor when it holds the fleet's janitor lock.
+/// on notifications when idle (LISTENing once per run() and session: an idle period costs a
+/// wait_hint and the claim that ends it), and runs the janitor when it holds the fleet's
+/// janitor lock.
 /// Its own work and the handlers run on a strand that run() makes of the executor awaiting it
 /// (a multi-threaded io_context is fine); queries run on the connection's strand. stop() may
 /// be called from any thread; cancelling run() stops the worker too (see run()). The worker
@@ -195,7 +197,8 @@ class worker {
   // (measured: up to a fifth more client CPU per job in the drain benchmark's unbatched rows).
   using strand_type = asio::any_io_executor;
   static strand_type make_worker_strand(const asio::any_io_executor& ex) {
-    if (const auto* io = ex.target<asio::io_context::executor_type>()) return asio::make_strand(*io);
+    if (const auto* io = ex.target<asio::io_context::executor_type>())
+      return asio::make_strand(*io);
     return asio::make_strand(ex);
   }
 
@@ -375,6 +378,9 @@ class worker {
 
   asio::awaitable<void> claim_loop() {
     const auto ex = *strand_;
+    // LISTENed for the whole run: an idle period then costs the wait_hint and the claim that
+    // ends it, not a LISTEN, a second check and an UNLISTEN as well.
+    std::optional<pg::subscription> wakeups;
     while (!stopping_) {
       const int free = options_.concurrency - in_flight_;
       if (free == 0) {
@@ -388,6 +394,8 @@ class worker {
         // Busy: the acks of finished jobs ride along with the claim (one commit for both).
         // Nothing cancels this coroutine (run() gives its body an unconnected slot), so the
         // claim's answer cannot be dropped.
+        if (!wakeups) wakeups = co_await q_.subscribe_wakeups();
+        const auto seen = wakeups->received();
         got = co_await ack_and_claim(want);
         if (got.empty() && !stopping_) {
           // Idle: wait for a notification or the poll; finished jobs are acked on their own
@@ -400,7 +408,7 @@ class worker {
             // than releasing them in the background, which could outlive run() and the
             // session (a lane's) they were claimed on.
             got = co_await asio::co_spawn(
-                ex, q_.wait_and_claim(want, true),
+                ex, q_.wait_then_claim(*wakeups, seen, want, true),
                 asio::bind_cancellation_slot(stop_signal_.slot(), asio::use_awaitable));
           } catch (...) {
             idle_ = false;
@@ -413,6 +421,7 @@ class worker {
         // claim waits for the new session). Jobs a lost claim took come back at lease expiry.
         if (stopping_ || !reconnecting(e)) throw;
         dropped = true;
+        wakeups.reset();  // subscribed again once the session is back
       }
       if (dropped) {
         co_await changed_->wait(std::chrono::milliseconds(250));

@@ -1,6 +1,7 @@
 // An idle claim waits for events (a notification, a due time, its poll interval), never in a
 // tight loop; expired leases come back without a worker. Counted on the server with
 // track_functions (pg_stat_user_functions), so what is measured is what the server ran.
+#include <asio/experimental/awaitable_operators.hpp>
 #include <pgqueue/pgqueue.hpp>
 
 #include "support/async.hpp"
@@ -150,6 +151,58 @@ TEST_CASE("a job scheduled while a claim waits starts at its due time, not at th
     CHECK(*started >= due - 50ms);  // not before it is due (server and client clocks agree)
     CHECK(*started < due + 500ms);  // and not at the next poll, 4.5 s later
   });
+}
+
+TEST_CASE("an idle worker's wake-up costs a claim and a wait_hint per job, not a LISTEN",
+          "[idle][worker]") {
+  counted_fixture f;
+  constexpr int jobs = 20;
+  const auto claims_before = f.calls("claim_batch");
+  const auto hints_before = f.calls("wait_hint");
+  int handled = 0;
+  run_async([&]() -> asio::awaitable<void> {
+    auto ex = co_await asio::this_coro::executor;
+    auto db = co_await pgqueue::connect(ex, f.db.dsn() + " application_name=counted");
+    {
+      // No poll within the test: only notifications wake the worker.
+      pgqueue::queue q(db, "q", {.poll_interval = 30s});
+      pgqueue::worker w(q, [&](const pgqueue::job&) -> asio::awaitable<void> {
+        ++handled;
+        co_return;
+      });
+      const auto pid = std::to_string(db.backend_pid());
+      // Idle: the worker's session has asked what to wait for, or acked after it did; its
+      // last claim found nothing. (An ack riding on a claim names claim_batch too.)
+      auto idle = [&] {
+        return f.admin.integer(
+                   "SELECT count(*) FROM pg_stat_activity WHERE pid = $1 AND state = 'idle' "
+                   "AND (query LIKE '%wait_hint%' OR (query LIKE '%ack_batch%' AND "
+                   "query NOT LIKE '%claim_batch%'))",
+                   {pid}) == 1;
+      };
+      auto feed = [&]() -> asio::awaitable<void> {
+        for (int i = 1; i <= jobs; ++i) {
+          REQUIRE(co_await eventually(idle));
+          f.admin.query("SELECT pgqueue.enqueue('q', '{}')");
+          REQUIRE(co_await eventually([&] { return handled == i; }));
+        }
+        REQUIRE(co_await eventually(idle));
+        w.stop();
+      };
+      using namespace asio::experimental::awaitable_operators;
+      co_await (w.run() && feed());
+      CHECK(w.stats().acked == jobs);
+    }
+    db.close();
+  });
+  REQUIRE(run_async([&]() -> asio::awaitable<bool> {
+    co_return co_await eventually([&] { return counted_session_gone(f); });
+  }));
+  // The first claim, then per job the claim its notification starts and the one that finds
+  // the queue empty again. Subscribing per idle period cost a third claim per job (the check
+  // right after each LISTEN).
+  CHECK(f.calls("claim_batch") - claims_before == 1 + 2 * jobs);
+  CHECK(f.calls("wait_hint") - hints_before == 1 + jobs);
 }
 
 TEST_CASE("with only claim() loops, a crashed holder's job comes back after its lease",

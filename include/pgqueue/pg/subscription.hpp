@@ -43,18 +43,31 @@ class subscription {
   /// `errc::connection_lost`/`errc::closed` when the connection ends (after the buffer is
   /// drained), and with `asio::error::operation_aborted` when cancelled — the subscription stays
   /// usable and no notification is lost by a cancelled wait.
-  asio::awaitable<notification> next() const {
+  asio::awaitable<notification> next() const { return next_after(0); }
+
+  /// As `next()`, but buffered notifications among the first `seen` this subscription
+  /// received are discarded first. For a caller that read `received()`, then checked what the
+  /// notifications announce (a query sent after that reading sees what they announced): it
+  /// then waits only for news. No round trip.
+  asio::awaitable<notification> next_after(std::uint64_t seen) const {
     if (!state_) {
       return detail::fail_awaitable<notification>(
           detail::make_error(errc::closed, "subscription is empty or unsubscribed"));
     }
     return detail::async_start<notification>(
         impl_->strand(),
-        [impl = impl_, state = state_](detail::operation_ptr<notification> op) {
-          impl->wait_notification(state, std::move(op));
+        [impl = impl_, state = state_, seen](detail::operation_ptr<notification> op) {
+          impl->wait_notification(state, std::move(op), seen);
         },
         asio::use_awaitable);
   }
+
+  /// How many notifications this subscription has received so far, including `reconnected`
+  /// markers and any discarded (any thread; 0 for an empty subscription).
+  std::uint64_t received() const noexcept { return state_ ? state_->received() : 0; }
+
+  /// Whether this subscription is subscribed (not empty, moved from or unsubscribed).
+  explicit operator bool() const noexcept { return state_ != nullptr; }
 
   /// The channel name as given to `subscribe` (empty for an empty subscription).
   const std::string& channel() const noexcept {

@@ -8,8 +8,8 @@
 
 #include <asio/any_io_executor.hpp>
 #include <asio/execution/context.hpp>
-#include <asio/query.hpp>
 #include <asio/post.hpp>
+#include <asio/query.hpp>
 #include <asio/steady_timer.hpp>
 #include <asio/strand.hpp>
 #include <atomic>
@@ -150,8 +150,8 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
   }
 
   void wait_notification(const std::shared_ptr<subscription_state>& sub,
-                         operation_ptr<notification> op) {
-    sub->wait(std::move(op));
+                         operation_ptr<notification> op, std::uint64_t after = 0) {
+    sub->wait(std::move(op), after);
   }
 
   static request_ptr make_statement(std::string sql, operation_ptr<result> op, params args = {}) {

@@ -24,8 +24,11 @@ class subscription_state {
   const std::string& channel() const noexcept { return channel_; }
   /// Notifications discarded because the buffer was full (any thread).
   std::uint64_t dropped() const noexcept { return dropped_.load(std::memory_order_relaxed); }
+  /// Notifications delivered so far, buffered or handed to a waiter (any thread).
+  std::uint64_t received() const noexcept { return received_.load(std::memory_order_acquire); }
 
   void deliver(notification n) {
+    const auto seq = received_.fetch_add(1, std::memory_order_acq_rel) + 1;
     while (!waiters_.empty() && waiters_.front()->done()) waiters_.pop_front();
     if (!waiters_.empty()) {
       auto op = std::move(waiters_.front());
@@ -33,16 +36,20 @@ class subscription_state {
       op->complete(nullptr, std::move(n));
       return;
     }
-    buffer_.push_back(std::move(n));
+    buffer_.push_back({seq, std::move(n)});
     if (buffer_.size() > capacity_) {
       buffer_.pop_front();
       dropped_.fetch_add(1, std::memory_order_relaxed);
     }
   }
 
-  void wait(operation_ptr<notification> op) {
+  /// Completes `op` with the oldest buffered notification, or when the next one arrives;
+  /// buffered ones among the first `after` received are discarded first (the waiter has
+  /// accounted for them).
+  void wait(operation_ptr<notification> op, std::uint64_t after = 0) {
+    while (!buffer_.empty() && buffer_.front().first <= after) buffer_.pop_front();
     if (!buffer_.empty()) {
-      auto n = std::move(buffer_.front());
+      auto n = std::move(buffer_.front().second);
       buffer_.pop_front();
       op->complete(nullptr, std::move(n));
     } else if (failure_) {
@@ -63,10 +70,11 @@ class subscription_state {
  private:
   std::string channel_;
   std::size_t capacity_;
-  std::deque<notification> buffer_;
+  std::deque<std::pair<std::uint64_t, notification>> buffer_;  // with their sequence numbers
   std::deque<operation_ptr<notification>> waiters_;
   std::exception_ptr failure_;
   std::atomic<std::uint64_t> dropped_{0};
+  std::atomic<std::uint64_t> received_{0};
 };
 
 }  // namespace pgqueue::pg::detail
