@@ -89,6 +89,30 @@ TEST_CASE("notifications that arrive while nobody waits are buffered in order", 
   });
 }
 
+TEST_CASE("next_after(seen) skips what was received before `seen`, and only that", "[pg][notify]") {
+  pgq_test::scratch_database db(false);
+  pgq_test::run_async([&]() -> asio::awaitable<void> {
+    auto [listener, sender] = co_await connect_pair(db.dsn());
+    auto sub = co_await listener.subscribe("news");
+    CHECK(sub.received() == 0);
+    for (int i = 1; i <= 3; ++i) co_await notify(sender, "news", std::to_string(i));
+    co_await listener.query("SELECT 1");  // all three dispatched (as in the test below)
+    const auto seen = sub.received();
+    CHECK(seen == 3);
+    co_await notify(sender, "news", "4");
+    co_await listener.query("SELECT 1");
+    CHECK(sub.received() == 4);
+    auto n = co_await sub.next_after(seen);
+    CHECK(n.payload == "4");
+    // Nothing is buffered now: the next one waits for news, and a later next() gets it.
+    co_await notify(sender, "news", "5");
+    auto later = co_await sub.next_after(seen);
+    CHECK(later.payload == "5");
+    CHECK(sub.received() == 5);
+    CHECK(sub.dropped() == 0);
+  });
+}
+
 TEST_CASE("a full buffer keeps the newest 1024 and counts the dropped ones", "[pg][notify]") {
   pgq_test::scratch_database db(false);
   pgq_test::run_async([&]() -> asio::awaitable<void> {
