@@ -3,11 +3,13 @@
 
 #include <chrono>
 #include <cstdint>
+#include <exception>
 #include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include <asio/co_spawn.hpp>
@@ -118,7 +120,9 @@ class queue {
   /// by another transaction) is re-checked with a back-off from 10 ms up to `poll_interval`,
   /// never in a tight loop. After a reconnect it re-checks at once (the subscription's
   /// `reconnected` marker), since notifications sent meanwhile are lost. A request of its own
-  /// that the drop caught in flight fails it with `connection_lost`. Two round trips per check
+  /// that the drop caught in flight fails it with `connection_lost`; so does the drop itself
+  /// when the connection ends for good (closed, or `reconnect` off), at once rather than at
+  /// the next poll. Two round trips per check
   /// when nothing is found (the claim, and what to wait for).
   ///
   /// Cancellation: the wait is interrupted at once (operation_aborted); a claim request
@@ -231,12 +235,28 @@ class queue {
                                                       bool keep_if_cancelled) {
     asio::steady_timer timer(co_await asio::this_coro::executor);
     detail::idle_backoff backoff(s_->options.poll_interval);
+    // `||` waits for the first operation that succeeds: a subscription that failed (its
+    // connection ended for good) would otherwise be noticed only when the timer fires.
+    auto news = [&sub, &seen]() -> asio::awaitable<std::exception_ptr> {
+      try {
+        co_await sub.next_after(seen);
+      } catch (...) {
+        co_return std::current_exception();
+      }
+      co_return nullptr;
+    };
     for (;;) {
       timer.expires_after(backoff.next(co_await wait_hint()));
       using namespace asio::experimental::awaitable_operators;
       std::error_code ec;
-      co_await (sub.next_after(seen) ||
-                timer.async_wait(asio::redirect_error(asio::use_awaitable, ec)));
+      auto woken =
+          co_await (news() || timer.async_wait(asio::redirect_error(asio::use_awaitable, ec)));
+      // A cancelled wait goes on to claim_now, which refuses with the usual cancellation error.
+      const auto state = co_await asio::this_coro::cancellation_state;
+      if (woken.index() == 0 && std::get<0>(woken) &&
+          state.cancelled() == asio::cancellation_type::none) {
+        std::rethrow_exception(std::get<0>(woken));
+      }
       seen = sub.received();
       auto got = co_await claim_now(max, keep_if_cancelled);
       if (!got.empty()) co_return got;

@@ -22,8 +22,7 @@ void terminate(session& admin, int pid) {
 
 // Enqueues without a wake-up, so only a re-check can find the job.
 std::int64_t enqueue_silently(session& admin, const std::string& queue) {
-  return admin.integer("SELECT pgqueue.enqueue($1, '{}'::jsonb, p_wake => false)",
-                       {queue});
+  return admin.integer("SELECT pgqueue.enqueue($1, '{}'::jsonb, p_wake => false)", {queue});
 }
 
 // Starts `op` now (awaitables are lazy) and records when it finished and how.
@@ -44,9 +43,10 @@ std::shared_ptr<started> start(const asio::any_io_executor& ex, asio::awaitable<
 asio::awaitable<bool> blocked_on_lock(session& admin, int pid) {
   const std::string p = std::to_string(pid);
   co_return co_await eventually([&] {
-    return admin.integer("SELECT count(*) FROM pg_stat_activity WHERE pid = $1 AND "
-                         "wait_event_type = 'Lock'",
-                         {p}) == 1;
+    return admin.integer(
+               "SELECT count(*) FROM pg_stat_activity WHERE pid = $1 AND "
+               "wait_event_type = 'Lock'",
+               {p}) == 1;
   });
 }
 
@@ -104,9 +104,10 @@ TEST_CASE("an idle claim catches up after a reconnect: notifications meanwhile a
     // Idle once its last query (how long to sleep) has been answered.
     const std::string pid = std::to_string(db.backend_pid());
     CHECK(co_await eventually([&] {
-      return admin.integer("SELECT count(*) FROM pg_stat_activity WHERE pid = $1 AND "
-                           "state = 'idle' AND query LIKE '%wait_hint%'",
-                           {pid}) == 1;
+      return admin.integer(
+                 "SELECT count(*) FROM pg_stat_activity WHERE pid = $1 AND "
+                 "state = 'idle' AND query LIKE '%wait_hint%'",
+                 {pid}) == 1;
     }));
     const auto id = enqueue_silently(admin, "q");  // no NOTIFY: like one lost while down
     terminate(admin, db.backend_pid());
@@ -170,8 +171,8 @@ TEST_CASE("an ack in flight at the drop is sent again; one that already took eff
     // The second ack "took effect but its answer was lost": done by w1 at this attempt (in a
     // transaction that commits once the session dropped), the repeated ack finds it so.
     other.script("BEGIN");
-    other.query("SELECT pgqueue.ack($1, 'w1', $2)", {std::to_string(second.job().id),
-                                                    std::to_string(second.job().attempts)});
+    other.query("SELECT pgqueue.ack($1, 'w1', $2)",
+                {std::to_string(second.job().id), std::to_string(second.job().attempts)});
     auto acking_again = start(ex, second.ack());
     CHECK(co_await blocked_on_lock(admin, db.backend_pid()));
     terminate(admin, db.backend_pid());
@@ -187,41 +188,78 @@ TEST_CASE("a worker drains every job while its backend is terminated", "[queue][
   queue_fixture f;
   session admin(f.db.dsn());
   constexpr int jobs = 300;
-  admin.query("SELECT pgqueue.enqueue_batch('q', array_agg(jsonb_build_object('i', g))) "
-              "FROM generate_series(1, $1) g",
-              {std::to_string(jobs)});
+  admin.query(
+      "SELECT pgqueue.enqueue_batch('q', array_agg(jsonb_build_object('i', g))) "
+      "FROM generate_series(1, $1) g",
+      {std::to_string(jobs)});
   std::set<std::int64_t> handled;
   pgqueue::worker_stats stats;
   std::uint64_t reconnects = 0;
-  run_async([&]() -> asio::awaitable<void> {
-    auto db = co_await f.connect();
-    // A short lease: a claim whose answer was lost in the drop comes back through the janitor.
-    pgqueue::queue q{db, "q", {.lease = 2s, .poll_interval = 200ms}};
-    pgqueue::worker* self = nullptr;
-    bool terminated = false;
-    pgqueue::worker w(
-        q,
-        [&](const pgqueue::job& j) -> asio::awaitable<void> {
-          co_await pause(2ms);
-          handled.insert(j.id);
-          if (!terminated && handled.size() >= jobs / 3) {
-            terminated = true;
-            terminate(admin, db.backend_pid());
-          }
-          if (handled.size() == jobs) self->stop();
-        },
-        {.concurrency = 8, .janitor_interval = 250ms});
-    self = &w;
-    co_await w.run();  // returns after stop(); throws if the worker gave up
-    stats = w.stats();
-    reconnects = db.reconnects();
-  }, 90s);
+  run_async(
+      [&]() -> asio::awaitable<void> {
+        auto db = co_await f.connect();
+        // A short lease: a claim whose answer was lost in the drop comes back through the janitor.
+        pgqueue::queue q{db, "q", {.lease = 2s, .poll_interval = 200ms}};
+        pgqueue::worker* self = nullptr;
+        bool terminated = false;
+        pgqueue::worker w(q,
+                          [&](const pgqueue::job& j) -> asio::awaitable<void> {
+                            co_await pause(2ms);
+                            handled.insert(j.id);
+                            if (!terminated && handled.size() >= jobs / 3) {
+                              terminated = true;
+                              terminate(admin, db.backend_pid());
+                            }
+                            if (handled.size() == jobs) self->stop();
+                          },
+                          {.concurrency = 8, .janitor_interval = 250ms});
+        self = &w;
+        co_await w.run();  // returns after stop(); throws if the worker gave up
+        stats = w.stats();
+        reconnects = db.reconnects();
+      },
+      90s);
   CHECK(handled.size() == jobs);
   CHECK(reconnects >= 1);
   INFO("acked " << stats.acked << ", lost " << stats.lost << ", claimed " << stats.claimed);
   CHECK(count_jobs(admin, "done") == jobs);
   CHECK(count_jobs(admin, "claimed") == 0);
   CHECK(count_jobs(admin, "ready") == 0);
+}
+
+TEST_CASE("an idle claim or worker whose connection ends for good fails at once, not at its poll",
+          "[queue][reconnect]") {
+  queue_fixture f;
+  session admin(f.db.dsn());
+  for (const bool use_worker : {false, true}) {
+    INFO((use_worker ? "worker" : "claim()"));
+    run_async([&]() -> asio::awaitable<void> {
+      auto ex = co_await asio::this_coro::executor;
+      auto db = co_await pgqueue::connect(ex, f.db.dsn(), {.reconnect = false});
+      pgqueue::queue q{db, "q", {.poll_interval = 30s}};
+      pgqueue::worker w(q, [](const pgqueue::job&) -> asio::awaitable<void> { co_return; });
+      auto claimer = [&]() -> asio::awaitable<void> { co_await q.claim(); };
+      auto waiting = start(ex, use_worker ? w.run() : claimer());
+      const std::string pid = std::to_string(db.backend_pid());
+      REQUIRE(co_await eventually([&] {
+        return admin.integer(
+                   "SELECT count(*) FROM pg_stat_activity WHERE pid = $1 AND "
+                   "state = 'idle' AND query LIKE '%wait_hint%'",
+                   {pid}) == 1;
+      }));
+      const auto dropped = std::chrono::steady_clock::now();
+      terminate(admin, db.backend_pid());
+      // Before, the failed subscription waited for the 30 s poll timer.
+      REQUIRE(co_await eventually([&] { return waiting->done; }, 5s));
+      CHECK(std::chrono::steady_clock::now() - dropped < 2s);
+      REQUIRE(waiting->failure);
+      try {
+        std::rethrow_exception(waiting->failure);
+      } catch (const pgqueue::error& e) {
+        CHECK(e.code() == pgqueue::pg::errc::connection_lost);
+      }
+    });
+  }
 }
 
 TEST_CASE("a claim or enqueue waiting for the new session stops at once when cancelled",
