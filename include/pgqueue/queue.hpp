@@ -122,8 +122,8 @@ class queue {
   /// `reconnected` marker), since notifications sent meanwhile are lost. A request of its own
   /// that the drop caught in flight fails it with `connection_lost`; so does the drop itself
   /// when the connection ends for good (closed, or `reconnect` off), at once rather than at
-  /// the next poll. Two round trips per check
-  /// when nothing is found (the claim, and what to wait for).
+  /// the next poll. Two round trips per check when nothing is found (the claim, and what to
+  /// wait for).
   ///
   /// Cancellation: the wait is interrupted at once (operation_aborted); a claim request
   /// already sent is completed and its jobs released, as `try_claim`. Nothing is stranded.

@@ -604,9 +604,10 @@ $$;
 -- one-bigint advisory locks; two queues sharing a hash only share the lock.
 
 -- Admits a job made ready at (p_run_after, p_id) in claim order, after its row was written:
--- notes it below when it is below its floor. (The insert trigger does the same inline.) Usually one index probe and no write. In
--- REPEATABLE READ or SERIALIZABLE the snapshot may predate a move, so there a job is noted
--- unless it is due no earlier than now (a move never puts a floor above its own time).
+-- notes it below when it is below its floor (the insert trigger does the same inline). Usually
+-- one index probe and no write. In REPEATABLE READ or SERIALIZABLE the snapshot may predate a
+-- move, so there a job is noted unless it is due no earlier than now (a move never puts a
+-- floor above its own time).
 CREATE OR REPLACE FUNCTION pgqueue.floor_admit(
   p_queue text, p_priority int, p_run_after timestamptz, p_id bigint)
 RETURNS void
