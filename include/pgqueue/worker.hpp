@@ -129,7 +129,9 @@ class worker {
   /// was cancelled, after the full shutdown (at once, having started nothing, when the
   /// awaiting coroutine was already cancelled); when its own claim fails otherwise (e.g. the
   /// connection is closed for good, or `reconnect` is off) it throws that error, after the
-  /// same shutdown.
+  /// same shutdown. An idle worker learns of such an end at once, not at its next poll. A stop
+  /// that comes first wins: a failure after stop() was requested is not thrown (stats() counts
+  /// the acks that could not be sent as lost; those jobs run again once their leases expire).
   asio::awaitable<void> run() {
     auto ex = co_await asio::this_coro::executor;
     // A cancellation that came before run() started anything would be lost by the reset below.
