@@ -382,7 +382,7 @@ class worker {
     const auto ex = *strand_;
     // LISTENed for the whole run: an idle period then costs the wait_hint and the claim that
     // ends it, not a LISTEN, a second check and an UNLISTEN as well.
-    std::optional<pg::subscription> wakeups;
+    pg::subscription wakeups;
     while (!stopping_) {
       const int free = options_.concurrency - in_flight_;
       if (free == 0) {
@@ -397,7 +397,7 @@ class worker {
         // Nothing cancels this coroutine (run() gives its body an unconnected slot), so the
         // claim's answer cannot be dropped.
         if (!wakeups) wakeups = co_await q_.subscribe_wakeups();
-        const auto seen = wakeups->received();
+        const auto seen = wakeups.received();
         got = co_await ack_and_claim(want);
         if (got.empty() && !stopping_) {
           // Idle: wait for a notification or the poll; finished jobs are acked on their own
@@ -410,7 +410,7 @@ class worker {
             // than releasing them in the background, which could outlive run() and the
             // session (a lane's) they were claimed on.
             got = co_await asio::co_spawn(
-                ex, q_.wait_then_claim(*wakeups, seen, want, true),
+                ex, q_.wait_then_claim(wakeups, seen, want, true),
                 asio::bind_cancellation_slot(stop_signal_.slot(), asio::use_awaitable));
           } catch (...) {
             idle_ = false;
@@ -423,7 +423,7 @@ class worker {
         // claim waits for the new session). Jobs a lost claim took come back at lease expiry.
         if (stopping_ || !reconnecting(e)) throw;
         dropped = true;
-        wakeups.reset();  // subscribed again once the session is back
+        wakeups.unsubscribe();  // subscribed again once the session is back
       }
       if (dropped) {
         co_await changed_->wait(std::chrono::milliseconds(250));

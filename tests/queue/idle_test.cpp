@@ -5,6 +5,7 @@
 #include <pgqueue/pgqueue.hpp>
 
 #include "support/async.hpp"
+#include "support/idle.hpp"
 #include "support/queue_fixture.hpp"
 #include "support/session.hpp"
 
@@ -135,13 +136,7 @@ TEST_CASE("a job scheduled while a claim waits starts at its due time, not at th
         },
         asio::detached);
     // The claim is idle once it has asked what to wait for: now waiting up to its 5 s poll.
-    const auto pid = std::to_string(q.db().backend_pid());
-    REQUIRE(co_await eventually([&] {
-      return f.admin.integer(
-                 "SELECT count(*) FROM pg_stat_activity WHERE pid = $1 AND "
-                 "state = 'idle' AND query LIKE '%wait_hint%'",
-                 {pid}) == 1;
-    }));
+    REQUIRE(co_await waiting_for_event(f.admin, q.db().backend_pid()));
     const auto due = std::chrono::steady_clock::now() + 300ms;
     const auto id = f.admin.integer(
         "SELECT pgqueue.enqueue('q', '{}', NULL, 0, clock_timestamp() + interval '300 ms')");

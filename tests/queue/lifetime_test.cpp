@@ -3,6 +3,7 @@
 // their sessions on the server.
 #include <pgqueue/pgqueue.hpp>
 
+#include "support/idle.hpp"
 #include "support/queue_fixture.hpp"
 #include "support/session.hpp"
 #include "support/wait.hpp"
@@ -13,13 +14,6 @@ using namespace pgq_test;
 using namespace std::chrono_literals;
 
 namespace {
-
-// Whether backend `pid` is idle after running a statement that mentions `text`.
-bool idle_after(session& admin, int pid, const std::string& text) {
-  return admin.integer("SELECT count(*) FROM pg_stat_activity WHERE pid = $1 AND "
-                       "state = 'idle' AND query LIKE '%' || $2 || '%'",
-                       {std::to_string(pid), text}) == 1;
-}
 
 bool session_gone(session& admin, int pid) {
   return admin.integer("SELECT count(*) FROM pg_stat_activity WHERE pid = $1",

@@ -6,6 +6,7 @@
 #include <pgqueue/pgqueue.hpp>
 
 #include "support/async.hpp"
+#include "support/idle.hpp"
 #include "support/queue_fixture.hpp"
 #include "support/session.hpp"
 
@@ -102,13 +103,7 @@ TEST_CASE("an idle claim catches up after a reconnect: notifications meanwhile a
     auto claimer = [&]() -> asio::awaitable<void> { got.emplace(co_await q.claim()); };
     auto claiming = start(db.get_executor(), claimer());
     // Idle once its last query (how long to sleep) has been answered.
-    const std::string pid = std::to_string(db.backend_pid());
-    CHECK(co_await eventually([&] {
-      return admin.integer(
-                 "SELECT count(*) FROM pg_stat_activity WHERE pid = $1 AND "
-                 "state = 'idle' AND query LIKE '%wait_hint%'",
-                 {pid}) == 1;
-    }));
+    CHECK(co_await waiting_for_event(admin, db.backend_pid()));
     const auto id = enqueue_silently(admin, "q");  // no NOTIFY: like one lost while down
     terminate(admin, db.backend_pid());
     CHECK(co_await eventually([&] { return claiming->done; }, 10s));
@@ -240,13 +235,7 @@ TEST_CASE("an idle claim or worker whose connection ends for good fails at once,
       pgqueue::worker w(q, [](const pgqueue::job&) -> asio::awaitable<void> { co_return; });
       auto claimer = [&]() -> asio::awaitable<void> { co_await q.claim(); };
       auto waiting = start(ex, use_worker ? w.run() : claimer());
-      const std::string pid = std::to_string(db.backend_pid());
-      REQUIRE(co_await eventually([&] {
-        return admin.integer(
-                   "SELECT count(*) FROM pg_stat_activity WHERE pid = $1 AND "
-                   "state = 'idle' AND query LIKE '%wait_hint%'",
-                   {pid}) == 1;
-      }));
+      REQUIRE(co_await waiting_for_event(admin, db.backend_pid()));
       const auto dropped = std::chrono::steady_clock::now();
       terminate(admin, db.backend_pid());
       // Before, the failed subscription waited for the 30 s poll timer.
