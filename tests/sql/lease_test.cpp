@@ -112,6 +112,45 @@ TEST_CASE("lease_outcome and count_acked tell what became of one claim", "[lease
   CHECK(*s.scalar("SELECT pgqueue.lease_outcome($1, 'w', $2)", {s_(b), tb}) == "lost");
 }
 
+TEST_CASE(
+    "ack_batch and count_acked read only their own jobs, also with plans made while the "
+    "queue was empty",
+    "[lease][plan]") {
+  scratch_database db;
+  session s(db.dsn());
+  // As after autovacuum found a drained queue: the statistics say the table is empty. No
+  // analyze from here on, so nothing replaces the plans this session makes meanwhile.
+  s.query("ALTER TABLE pgqueue.jobs SET (autovacuum_enabled = off)");
+  s.query("VACUUM ANALYZE pgqueue.jobs");
+  const std::string ack =
+      "SELECT cardinality(pgqueue.ack_batch(ARRAY[$1::bigint], 'w', ARRAY[$2::bigint]))";
+  const std::string acked = "SELECT pgqueue.count_acked(ARRAY[$1::bigint], 'w', ARRAY[$2::bigint])";
+  for (int i = 0; i < 6; ++i) {  // past plpgsql's five custom plans
+    enqueue(s, "q");
+    auto c = claim(s, "q", "w");
+    REQUIRE(c.size() == 1);
+    const std::vector<value> args{s_(c[0].id), s_(c[0].lease_token)};
+    REQUIRE(s.integer(ack, args) == 1);
+    REQUIRE(s.integer(acked, args) == 1);
+  }
+  s.query("SELECT pgqueue.enqueue_batch('q', array_fill('{}'::jsonb, ARRAY[2000]))");
+  auto c = claim(s, "q", "w");
+  REQUIRE(c.size() == 1);
+  const std::vector<value> args{s_(c[0].id), s_(c[0].lease_token)};
+  // Index entries read: the job's own (its versions: two or three) rather than the table's.
+  // The statistics functions count what this session has not reported yet, so take deltas.
+  const std::string read = "SELECT pg_stat_get_xact_tuples_returned('pgqueue.jobs_pkey'::regclass)";
+  s.query("BEGIN");
+  const auto before = s.integer(read);
+  CHECK(s.integer(ack, args) == 1);
+  const auto after_ack = s.integer(read);
+  CHECK(s.integer(acked, args) == 1);
+  const auto after_count = s.integer(read);
+  s.query("COMMIT");
+  CHECK(after_ack - before < 10);
+  CHECK(after_count - after_ack < 10);
+}
+
 TEST_CASE("a heartbeat extends the lease as a HOT update", "[lease]") {
   scratch_database db;
   session s(db.dsn());
