@@ -112,6 +112,34 @@ TEST_CASE("lease_outcome and count_acked tell what became of one claim", "[lease
   CHECK(*s.scalar("SELECT pgqueue.lease_outcome($1, 'w', $2)", {s_(b), tb}) == "lost");
 }
 
+TEST_CASE("ack_batch fences each job by its own token; a NULL token skips that job's check",
+          "[lease]") {
+  scratch_database db;
+  session s(db.dsn());
+  const auto a = enqueue(s, "q"), b = enqueue(s, "q"), c = enqueue(s, "q");
+  auto first = claim(s, "q", "w", 3);
+  REQUIRE(first.size() == 3);
+  // a and b claimed again: their tokens now differ from c's.
+  for (int i = 0; i < 2; ++i) {
+    s.query("SELECT pgqueue.release($1, 'w', $2)", {s_(first[i].id), s_(first[i].lease_token)});
+  }
+  auto again = claim(s, "q", "w", 2);
+  REQUIRE(again.size() == 2);
+  const auto ta = s_(again[0].lease_token), tc = s_(first[2].lease_token);
+  REQUIRE(ta != tc);
+  const std::string ack = "SELECT pgqueue.ack_batch($1::bigint[], 'w', $2::bigint[])";
+  auto ids = [&](std::initializer_list<std::int64_t> v) {
+    std::string out = "{";
+    for (auto id : v) out += (out.size() > 1 ? "," : "") + s_(id);
+    return out + "}";
+  };
+  // Each job is checked against its own token, not any token of the call.
+  CHECK(*s.scalar(ack, {ids({a, c}), "{" + tc + "," + ta + "}"}) == "{}");
+  CHECK(*s.scalar(ack, {ids({a, b, c}), "{" + ta + ",NULL," + tc + "1}"}) == ids({a, b}));
+  CHECK(read_job(s, c).state == "claimed");
+  CHECK(*s.scalar("SELECT pgqueue.ack_batch($1::bigint[], 'w')", {ids({c})}) == ids({c}));
+}
+
 TEST_CASE(
     "ack_batch and count_acked read only their own jobs, also with plans made while the "
     "queue was empty",
