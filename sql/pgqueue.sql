@@ -1207,10 +1207,13 @@ BEGIN
   PERFORM pgqueue.require(p_job_ids, 'job_ids');
   PERFORM pgqueue.require(p_worker_id, 'worker_id');
   PERFORM pgqueue.require(p_lease_tokens, 'lease_tokens');
-  -- `j.id = ANY` besides the join: see ack_batch.
+  -- Shaped as ack_batch's statement, for the same reasons (the OR keeps the subplan hashed).
   RETURN (SELECT count(*) FROM pgqueue.jobs j
-            JOIN unnest(p_job_ids, p_lease_tokens) AS u(id, token) ON j.id = u.id
-           WHERE j.id = ANY (p_job_ids) AND (j.state = 'done') IS TRUE AND j.claimed_by = p_worker_id AND j.lease_token = u.token);
+           WHERE j.id = ANY (p_job_ids) AND (j.state = 'done') IS TRUE
+             AND j.claimed_by = p_worker_id
+             AND (p_lease_tokens IS NULL
+                  OR (j.id, j.lease_token) IN (SELECT u.id, u.token
+                                                 FROM unnest(p_job_ids, p_lease_tokens) AS u(id, token))));
 END
 $$;
 
