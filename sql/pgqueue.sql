@@ -518,6 +518,7 @@ LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 SET enable_seqscan = off
 SET jit = off
+SET plan_cache_mode = force_generic_plan  -- two of its statements were planned on every call
 AS $$
 DECLARE
   v_n int;
