@@ -126,6 +126,7 @@ TEST_CASE("ack_batch fences each job by its own token; a NULL token skips that j
   auto again = claim(s, "q", "w", 2);
   REQUIRE(again.size() == 2);
   const auto ta = s_(again[0].lease_token), tc = s_(first[2].lease_token);
+  const auto wrong_c = s_(first[2].lease_token + 100);
   REQUIRE(ta != tc);
   const std::string ack = "SELECT pgqueue.ack_batch($1::bigint[], 'w', $2::bigint[])";
   auto ids = [&](std::initializer_list<std::int64_t> v) {
@@ -135,7 +136,7 @@ TEST_CASE("ack_batch fences each job by its own token; a NULL token skips that j
   };
   // Each job is checked against its own token, not any token of the call.
   CHECK(*s.scalar(ack, {ids({a, c}), "{" + tc + "," + ta + "}"}) == "{}");
-  CHECK(*s.scalar(ack, {ids({a, b, c}), "{" + ta + ",NULL," + tc + "1}"}) == ids({a, b}));
+  CHECK(*s.scalar(ack, {ids({a, b, c}), "{" + ta + ",NULL," + wrong_c + "}"}) == ids({a, b}));
   CHECK(read_job(s, c).state == "claimed");
   CHECK(*s.scalar("SELECT pgqueue.ack_batch($1::bigint[], 'w')", {ids({c})}) == ids({c}));
 }
