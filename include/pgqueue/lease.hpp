@@ -148,13 +148,14 @@ class lease {
     const auto f = detail::lease_state::fence_of(states);
     pg::params p{f.ids, states.front()->worker_id, f.tokens};
     bool repeated = false;
+    // Sent again while any of the leases may be valid, not only the first.
     auto r = co_await states.front()->settle(
         "SELECT cardinality(pgqueue.ack_batch($1::bigint[], $2, $3::bigint[]))", std::move(p),
-        &repeated);
+        &repeated, &states);
     if (repeated) {
       pg::params q{f.ids, states.front()->worker_id, f.tokens};
       r = co_await states.front()->settle(detail::lease_state::count_acked_sql, std::move(q),
-                                          &repeated);
+                                          &repeated, &states);
     }
     co_return static_cast<std::size_t>(r.get<std::int64_t>(0, 0));
   }

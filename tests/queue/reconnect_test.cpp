@@ -9,6 +9,7 @@
 #include "support/idle.hpp"
 #include "support/queue_fixture.hpp"
 #include "support/session.hpp"
+#include "support/sql_api.hpp"
 
 namespace queue_reconnect_test {
 
@@ -49,6 +50,12 @@ asio::awaitable<bool> blocked_on_lock(session& admin, int pid) {
                "wait_event_type = 'Lock'",
                {p}) == 1;
   });
+}
+
+// A named coroutine, not a lambda: the frame outlives the statement that starts it.
+asio::awaitable<void> ack_all(std::vector<pgqueue::lease>& leases,
+                              std::shared_ptr<std::size_t> acked) {
+  *acked = co_await pgqueue::ack_batch(leases);
 }
 
 asio::awaitable<void> enqueue_with_key(pgqueue::queue q) {
@@ -177,6 +184,57 @@ TEST_CASE("an ack in flight at the drop is sent again; one that already took eff
     CHECK(db.reconnects() == 2);
   });
   CHECK(count_jobs(admin, "done") == 2);
+}
+
+TEST_CASE(
+    "an ack_batch is sent again after drops while any of its leases is valid, not only "
+    "the first",
+    "[queue][reconnect]") {
+  queue_fixture f;
+  session admin(f.db.dsn());
+  session other(f.db.dsn());
+  run_async([&]() -> asio::awaitable<void> {
+    auto db = co_await f.connect();
+    pgqueue::queue brief{db, "q", {.worker_id = "w1", .lease = 300ms}};
+    pgqueue::queue lasting{db, "q", {.worker_id = "w1", .lease = 60s}};
+    std::vector<pgqueue::lease> leases;
+    co_await brief.enqueue("{}");
+    leases.push_back(co_await brief.claim());
+    // Taken back behind the first holder's back; its lease runs out unextended.
+    take_back(admin, leases[0].job().id);
+    CHECK(co_await eventually([&] { return leases[0].lost(); }, 2s));
+    co_await pause(400ms);  // past its 300 ms, so only the number of tries keeps it going
+    for (int i = 0; i < 5; ++i) {
+      co_await lasting.enqueue("{}");
+      auto l = co_await lasting.try_claim();
+      REQUIRE(l);
+      leases.push_back(std::move(*l));
+    }
+    // The ack waits on a row lock at each of three drops: after the third, only the first
+    // lease has run out.
+    other.script("BEGIN");
+    other.query("SELECT 1 FROM pgqueue.jobs WHERE id = $1 FOR UPDATE",
+                {std::to_string(leases[1].job().id)});
+    auto acked = std::make_shared<std::size_t>(0);
+    auto acking = start(db.get_executor(), ack_all(leases, acked));
+    int pid = 0;
+    for (int drop = 0; drop < 3; ++drop) {
+      CHECK(co_await eventually([&] {
+        pid = db.backend_pid();
+        return pid != 0 && admin.integer(
+                               "SELECT count(*) FROM pg_stat_activity WHERE pid = $1 "
+                               "AND wait_event_type = 'Lock'",
+                               {std::to_string(pid)}) == 1;
+      }));
+      terminate(admin, pid);
+      CHECK(co_await eventually([&] { return db.backend_pid() != pid; }));
+    }
+    other.script("COMMIT");
+    CHECK(co_await eventually([&] { return acking->done; }));
+    CHECK_FALSE(acking->failure);
+    CHECK(*acked == 5);
+  });
+  CHECK(count_jobs(admin, "done") == 5);
 }
 
 TEST_CASE("a worker drains every job while its backend is terminated", "[queue][reconnect]") {

@@ -108,14 +108,24 @@ struct lease_state : std::enable_shared_from_this<lease_state> {
   /// fault while the connection reconnects and the lease may still be valid (at least three
   /// tries). The operations are fenced by worker id and lease token, so a repeat cannot touch
   /// a later claim; `*repeated` tells the caller that an earlier try's outcome is unknown (it
-  /// may have taken effect). Throws the last failure.
-  asio::awaitable<pg::result> settle(std::string_view sql, pg::params args, bool* repeated) {
+  /// may have taken effect). A statement for a batch names its leases in `batch`: it is sent
+  /// again while any of them may be valid. Throws the last failure.
+  asio::awaitable<pg::result> settle(
+      std::string_view sql, pg::params args, bool* repeated,
+      const std::vector<std::shared_ptr<lease_state>>* batch = nullptr) {
+    auto valid_until = [&] {
+      auto until = expires.load();
+      if (batch) {
+        for (const auto& s : *batch) until = std::max(until, s->expires.load());
+      }
+      return until;
+    };
     for (int tries = 1;; ++tries) {
       try {
         co_return co_await db.query_prepared(sql, args);
       } catch (const pg::error& e) {
         if (!connection_fault(e) || !db.is_open() ||
-            (tries >= 3 && std::chrono::steady_clock::now() >= expires.load())) {
+            (tries >= 3 && std::chrono::steady_clock::now() >= valid_until())) {
           throw;
         }
       }
