@@ -545,6 +545,14 @@ BEGIN
   IF v_n = 0 THEN
     RETURN '{}';
   END IF;
+  -- array_position would refuse a multidimensional array with its own error (0A000); keys in
+  -- one would be paired with the payloads as if flattened.
+  IF array_ndims(p_payloads) <> 1 OR coalesce(array_ndims(p_idempotency_keys), 1) <> 1 THEN
+    PERFORM pgqueue.require_valid(array_ndims(p_payloads) = 1,
+                                  'payloads must be a one-dimensional array');
+    PERFORM pgqueue.require_valid(coalesce(array_ndims(p_idempotency_keys), 1) = 1,
+                                  'idempotency keys must be a one-dimensional array');
+  END IF;
   PERFORM pgqueue.require_valid(array_position(p_payloads, NULL) IS NULL,
                                 'payloads must not contain NULL');
   PERFORM pgqueue.require_valid(
@@ -1219,6 +1227,9 @@ BEGIN
   PERFORM pgqueue.require(p_job_ids, 'job_ids');
   PERFORM pgqueue.require(p_worker_id, 'worker_id');
   PERFORM pgqueue.require(p_lease_tokens, 'lease_tokens');
+  PERFORM pgqueue.require_valid(
+    cardinality(p_lease_tokens) = cardinality(p_job_ids),
+    format('%s lease tokens for %s job ids', cardinality(p_lease_tokens), cardinality(p_job_ids)));
   -- Shaped as ack_batch's statement, for the same reasons (the OR keeps the subplan hashed).
   RETURN (SELECT count(*) FROM pgqueue.jobs j
            WHERE j.id = ANY (p_job_ids) AND (j.state = 'done') IS TRUE
