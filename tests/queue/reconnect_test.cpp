@@ -41,15 +41,16 @@ std::shared_ptr<started> start(const asio::any_io_executor& ex, asio::awaitable<
   return s;
 }
 
-// Waits until backend `pid` is blocked on a lock: its request is certainly in flight.
+// Whether backend `pid` is blocked on a lock: its request is certainly in flight.
+bool waits_on_lock(session& admin, int pid) {
+  return admin.integer(
+             "SELECT count(*) FROM pg_stat_activity WHERE pid = $1 AND wait_event_type = 'Lock'",
+             {std::to_string(pid)}) == 1;
+}
+
+// Waits until backend `pid` is blocked on a lock.
 asio::awaitable<bool> blocked_on_lock(session& admin, int pid) {
-  const std::string p = std::to_string(pid);
-  co_return co_await eventually([&] {
-    return admin.integer(
-               "SELECT count(*) FROM pg_stat_activity WHERE pid = $1 AND "
-               "wait_event_type = 'Lock'",
-               {p}) == 1;
-  });
+  co_return co_await eventually([&] { return waits_on_lock(admin, pid); });
 }
 
 // A named coroutine, not a lambda: the frame outlives the statement that starts it.
@@ -219,12 +220,10 @@ TEST_CASE(
     auto acking = start(db.get_executor(), ack_all(leases, acked));
     int pid = 0;
     for (int drop = 0; drop < 3; ++drop) {
+      // The session of the moment: a new one after each drop.
       CHECK(co_await eventually([&] {
         pid = db.backend_pid();
-        return pid != 0 && admin.integer(
-                               "SELECT count(*) FROM pg_stat_activity WHERE pid = $1 "
-                               "AND wait_event_type = 'Lock'",
-                               {std::to_string(pid)}) == 1;
+        return pid != 0 && waits_on_lock(admin, pid);
       }));
       terminate(admin, pid);
       CHECK(co_await eventually([&] { return db.backend_pid() != pid; }));
