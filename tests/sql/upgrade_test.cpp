@@ -7,6 +7,7 @@
 
 #include "support/database.hpp"
 #include "support/role.hpp"
+#include "support/schema.hpp"
 #include "support/session.hpp"
 #include "support/sql_api.hpp"
 
@@ -255,6 +256,32 @@ TEST_CASE("version 3 upgrades in place: every job kept, claims start at floors b
   const auto after = *s.scalar(row_text);
   s.script(read_file(schema_file()));
   CHECK(*s.scalar(row_text) == after);
+}
+
+}  // namespace sql_upgrade_test
+
+namespace sql_upgrade_test {
+
+// The migrations are numbered steps, each applied once: whichever version a database starts
+// from, it must end with what a fresh install makes, function for function and index for index.
+TEST_CASE("every upgrade path ends in the schema a fresh install makes", "[upgrade][migrations]") {
+  scratch_database fresh(false);
+  session f(fresh.dsn());
+  f.script(read_file(schema_file()));
+  const std::string expected = schema_structure(f);
+  REQUIRE_THAT(expected, Catch::Contains("index CREATE INDEX jobs_ready_idx") &&
+                             Catch::Contains("function pgqueue.claim_batch(text,text,integer,"
+                                             "interval) definer"));
+  const std::vector<std::pair<std::string, std::string>> starts = {
+      {"the seed", seed_file()}, {"version 2", v2_file()}, {"version 3", v3_file()}};
+  for (const auto& [from, file] : starts) {
+    INFO("upgraded from " << from);
+    scratch_database db(false);
+    session s(db.dsn());
+    s.script(read_file(file));
+    s.script(read_file(schema_file()));
+    CHECK(schema_structure(s) == expected);
+  }
 }
 
 }  // namespace sql_upgrade_test

@@ -1,0 +1,215 @@
+-- ── maintenance ───────────────────────────────────────────────────────────────────────────
+
+-- Takes back jobs whose lease expired more than p_grace ago: ready again (woken at once), or
+-- 'dead' when the expired attempt was the last one, so a job that kills its worker cannot run
+-- without bound. Ready jobs that already used all attempts (left by the seed's janitor) are
+-- ended 'dead' too. Returns how many jobs it changed. Safe to run often and from many places.
+CREATE OR REPLACE FUNCTION pgqueue.janitor_reset_stale_claims(
+  p_grace interval DEFAULT '0 seconds'::interval
+)
+RETURNS int
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+SET jit = off
+AS $$
+DECLARE
+  v_count int := 0;
+  v_exhausted int;
+  v_reset record;
+BEGIN
+  PERFORM pgqueue.require(p_grace, 'grace');
+  -- A negative grace would take back leases that are still valid.
+  PERFORM pgqueue.require_valid(p_grace >= interval '0', 'grace must not be negative');
+  FOR v_reset IN
+    -- Both statements pick their rows in a subquery run once (= ANY (ARRAY(...))) and update
+    -- them through the primary key: as a join, stale statistics (a table that grew since its
+    -- last analyze) could make the planner read the picking scan once per row of the table.
+    WITH stale AS (
+      SELECT j.id FROM pgqueue.jobs j
+       WHERE j.state = 'claimed' AND j.lease_until + p_grace < now()
+         FOR UPDATE SKIP LOCKED
+    ), reset AS (
+      UPDATE pgqueue.jobs j
+         SET state = CASE WHEN j.attempts >= j.max_attempts THEN 'dead' ELSE 'ready' END,
+             finished_at = CASE WHEN j.attempts >= j.max_attempts THEN now() END,
+             run_after = now(),
+             last_error = pgqueue.bounded_error(format(
+               'lease expired on attempt %s of %s (worker %s, lease until %s)%s',
+               j.attempts, j.max_attempts, j.claimed_by, j.lease_until,
+               CASE WHEN j.attempts >= j.max_attempts THEN ': no attempts left' ELSE '' END)),
+             claimed_by = NULL, claimed_at = NULL, lease_until = NULL, updated_at = now()
+       WHERE j.id = ANY (ARRAY(SELECT t.id FROM stale t))
+      RETURNING j.queue, j.state, j.priority, j.run_after, j.id
+    )
+    SELECT r.* FROM reset r
+  LOOP
+    v_count := v_count + 1;
+    IF v_reset.state = 'ready' THEN
+      PERFORM pgqueue.floor_admit(v_reset.queue, v_reset.priority, v_reset.run_after, v_reset.id);
+      PERFORM pgqueue.notify_queue(v_reset.queue);  -- folds: one per queue
+    END IF;
+  END LOOP;
+
+  WITH exhausted AS (
+    UPDATE pgqueue.jobs j
+       SET state = 'dead', finished_at = now(), updated_at = now(),
+           last_error = pgqueue.bounded_error(format(
+             'no attempts left (%s of %s used) when found ready', j.attempts, j.max_attempts))
+     WHERE j.id = ANY (ARRAY(SELECT r.id FROM pgqueue.jobs r
+                              WHERE r.state = 'ready' AND r.attempts >= r.max_attempts
+                              LIMIT 10000  -- bounded; also keeps the plan on the small index
+                                FOR UPDATE SKIP LOCKED))
+    RETURNING 1
+  )
+  SELECT count(*) INTO v_exhausted FROM exhausted;
+  RETURN v_count + v_exhausted;
+END
+$$;
+
+-- Cancels a job that has not started (ready): it ends 'cancelled'. False when the job is not
+-- ready (running, finished or missing).
+CREATE OR REPLACE FUNCTION pgqueue.cancel(p_job_id bigint)
+RETURNS boolean
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+SET jit = off
+AS $$
+BEGIN
+  PERFORM pgqueue.require(p_job_id, 'job_id');
+  UPDATE pgqueue.jobs j
+     SET state = 'cancelled', finished_at = now(), updated_at = now()
+   WHERE j.id = p_job_id AND (j.state = 'ready') IS TRUE;
+  RETURN FOUND;
+END
+$$;
+
+-- Puts dead jobs of a queue back to ready with a fresh set of attempts: all of them, or only
+-- p_job_ids. Returns how many; wakes the queue's listeners.
+CREATE OR REPLACE FUNCTION pgqueue.retry_dead(p_queue text, p_job_ids bigint[] DEFAULT NULL)
+RETURNS int
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+SET jit = off
+AS $$
+DECLARE
+  v_count int := 0;
+  v_first record;
+BEGIN
+  PERFORM pgqueue.check_queue_name(p_queue);
+  FOR v_first IN
+    WITH retried AS (
+      UPDATE pgqueue.jobs j
+         SET state = 'ready', attempts = 0, run_after = now(), finished_at = NULL,
+             updated_at = now()
+       WHERE j.queue = p_queue AND j.state = 'dead'
+         AND (p_job_ids IS NULL OR j.id = ANY (p_job_ids))
+      RETURNING j.priority, j.run_after, j.id
+    )
+    SELECT DISTINCT ON (r.priority) r.priority, r.run_after, r.id, count(*) OVER () AS n
+      FROM retried r
+     ORDER BY r.priority, r.run_after, r.id
+  LOOP
+    v_count := v_first.n;
+    PERFORM pgqueue.floor_admit(p_queue, v_first.priority, v_first.run_after, v_first.id);
+  END LOOP;
+  IF v_count > 0 THEN
+    PERFORM pgqueue.notify_queue(p_queue);
+  END IF;
+  RETURN v_count;
+END
+$$;
+
+-- Deletes finished jobs past their retention, at most p_batch_size of each kind per call so no
+-- call holds a long transaction; call it until it returns zeros (or CALL pgqueue.gc_all()).
+-- Cancelled jobs share the done retention.
+CREATE OR REPLACE FUNCTION pgqueue.gc(
+  p_retain_done interval DEFAULT '7 days'::interval,
+  p_retain_dead interval DEFAULT '30 days'::interval,
+  p_batch_size int DEFAULT 10000
+)
+RETURNS TABLE (done_deleted int, dead_deleted int)
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+SET jit = off
+AS $$
+DECLARE
+  v_queue text;
+  v_locked bigint;
+BEGIN
+  PERFORM pgqueue.require(p_retain_done, 'retain_done');
+  PERFORM pgqueue.require(p_retain_dead, 'retain_dead');
+  PERFORM pgqueue.require(p_batch_size, 'batch_size');
+  PERFORM pgqueue.require_valid(p_batch_size >= 1, 'batch_size must be at least 1');
+  -- A negative retention would delete jobs that finished a moment ago, or in the future.
+  PERFORM pgqueue.require_valid(p_retain_done >= interval '0' AND p_retain_dead >= interval '0',
+                                'retain_done and retain_dead must not be negative');
+  WITH gone AS (
+    DELETE FROM pgqueue.jobs j
+     WHERE j.id IN (SELECT f.id FROM pgqueue.jobs f
+                     WHERE f.state IN ('done', 'cancelled') AND f.finished_at < now() - p_retain_done
+                     LIMIT p_batch_size
+                       FOR UPDATE SKIP LOCKED)
+    RETURNING j.queue, j.state
+  ), counted AS (
+    -- Deleted done jobs leave the counters (as a negative delta in slot 0).
+    INSERT INTO pgqueue.done_counts (queue, slot, n)
+    SELECT g.queue, 0, -count(*) FROM gone g WHERE g.state = 'done' GROUP BY g.queue
+    ON CONFLICT (queue, slot) DO UPDATE SET n = pgqueue.done_counts.n + EXCLUDED.n
+  )
+  SELECT count(*)::int INTO done_deleted FROM gone;
+
+  WITH gone AS (
+    DELETE FROM pgqueue.jobs j
+     WHERE j.id IN (SELECT f.id FROM pgqueue.jobs f
+                     WHERE f.state = 'dead' AND f.finished_at < now() - p_retain_dead
+                     LIMIT p_batch_size
+                       FOR UPDATE SKIP LOCKED)
+    RETURNING 1
+  )
+  SELECT count(*)::int INTO dead_deleted FROM gone;
+
+  -- Fold the counter shards of queues with nothing left so the table stays small. The shards
+  -- are locked and summed again first: a count_done committing meanwhile changes a shard, and
+  -- deleting it on the strength of the older sum would drop that count. A shard an acker holds
+  -- right now is skipped, not waited for (no deadlock with ack_batch): folding waits for the
+  -- next gc.
+  FOR v_queue IN
+    SELECT d.queue FROM pgqueue.done_counts d GROUP BY d.queue HAVING sum(d.n) = 0
+  LOOP
+    SELECT count(*) INTO v_locked FROM (
+      SELECT 1 FROM pgqueue.done_counts c WHERE c.queue = v_queue FOR UPDATE SKIP LOCKED) l;
+    IF v_locked = (SELECT count(*) FROM pgqueue.done_counts c WHERE c.queue = v_queue)
+       AND (SELECT sum(c.n) FROM pgqueue.done_counts c WHERE c.queue = v_queue) = 0 THEN
+      DELETE FROM pgqueue.done_counts c WHERE c.queue = v_queue;
+    END IF;
+  END LOOP;
+  RETURN NEXT;
+END
+$$;
+
+-- Runs gc in batches until nothing is left to delete, committing after each batch. A procedure
+-- (CALL it outside a transaction block); it cannot pin search_path because that forbids COMMIT,
+-- so it only calls the pinned pgqueue.gc.
+CREATE OR REPLACE PROCEDURE pgqueue.gc_all(
+  p_retain_done interval DEFAULT '7 days'::interval,
+  p_retain_dead interval DEFAULT '30 days'::interval,
+  p_batch_size int DEFAULT 10000
+)
+LANGUAGE plpgsql
+AS $$
+DECLARE
+  v_done int;
+  v_dead int;
+BEGIN
+  LOOP
+    SELECT g.done_deleted, g.dead_deleted INTO v_done, v_dead
+      FROM pgqueue.gc(p_retain_done, p_retain_dead, p_batch_size) g;
+    COMMIT;
+    EXIT WHEN v_done = 0 AND v_dead = 0;
+  END LOOP;
+END
+$$;
