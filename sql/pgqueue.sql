@@ -284,7 +284,7 @@ ON CONFLICT (queue, priority) DO NOTHING;
 -- run is small. Measured (benchmarks: --only soak, 8,000 jobs/s in and out, gc every 10 s): the
 -- table settled 10% smaller and each run left about 100,000 dead rows instead of 500,000; how
 -- often runs start stays bounded by the server's autovacuum_naptime (1 minute by default; see
--- the README). Only set while the table has no autovacuum settings, so an operator's own
+-- docs/operations.md). Only set while the table has no autovacuum settings, so an operator's own
 -- stay.
 IF NOT EXISTS (SELECT FROM pg_catalog.pg_class c, pg_catalog.unnest(c.reloptions) o
                 WHERE c.oid = 'pgqueue.jobs'::regclass AND o LIKE 'autovacuum%') THEN

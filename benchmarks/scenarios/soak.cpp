@@ -1,6 +1,6 @@
 // soak (opt-in: --only soak): jobs in and out for --soak-minutes (default 30) at half the
 // peak rate of the worker it uses (measured first by draining pre-filled jobs), with gc running
-// as the README says to run it: `CALL pgqueue.gc_all(...)` every 10 s, here keeping finished
+// as docs/operations.md says to run it: `CALL pgqueue.gc_all(...)` every 10 s, here keeping finished
 // jobs for one minute so that the table reaches a steady size within the run. A producer adds
 // batches of 100; another connection adds 200 timed jobs per second whose payload carries the
 // steady-clock time of the call, and the handler notes enqueue -> start for them. Every

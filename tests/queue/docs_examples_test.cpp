@@ -1,0 +1,153 @@
+// The C++ blocks of README.md and docs/, compiled and run against a real server. Each is copied
+// here verbatim (the docs_code_blocks test fails when a block of those pages is in no test).
+#include <pgqueue/pgqueue.hpp>
+
+#include <asio/experimental/awaitable_operators.hpp>
+
+#include "support/async.hpp"
+#include "support/server.hpp"
+#include "support/session.hpp"
+
+namespace queue_docs_examples_test {
+
+using namespace pgq_test;
+
+namespace {
+
+// What the examples' handlers were given; `arrived` fires (is cancelled) at each call, so a
+// test awaits the handler instead of polling.
+struct handled {
+  std::vector<std::string> payloads;
+  asio::steady_timer* arrived = nullptr;
+
+  asio::awaitable<void> take(const std::string& payload) {
+    payloads.push_back(payload);
+    if (arrived) arrived->cancel();
+    co_return;
+  }
+  // Returns once `n` payloads were handled.
+  asio::awaitable<void> wait_for(std::size_t n) {
+    asio::steady_timer t(co_await asio::this_coro::executor, std::chrono::seconds(30));
+    arrived = &t;
+    while (payloads.size() < n) {
+      std::error_code ec;
+      t.expires_after(std::chrono::seconds(30));
+      co_await t.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+      if (!ec) break;  // timed out: the caller's checks fail
+    }
+    arrived = nullptr;
+  }
+};
+
+handled emailed, delivered;
+
+asio::awaitable<void> send_email(const std::string& payload) {
+  return emailed.take(payload);
+}
+asio::awaitable<void> deliver(const std::string& payload) {
+  return delivered.take(payload);
+}
+
+// The pages' blocks, as the pages show them.
+// clang-format off
+
+// ---- README.md: ten lines ----
+asio::awaitable<void> emails(asio::any_io_executor ex, std::string conninfo) {
+  auto db = co_await pgqueue::connect(ex, conninfo);  // e.g. "postgresql:///app"
+  co_await pgqueue::migrate(db);                     // installs or upgrades the schema
+  pgqueue::queue q{db, "emails"};
+  co_await q.enqueue(R"({"to":"a@example.com"})");   // durable once this returns
+  pgqueue::worker w(q, [](const pgqueue::job& j) -> asio::awaitable<void> {
+    co_await send_email(j.payload);                  // return = done; throw = retried later
+  }, {.concurrency = 16});
+  co_await w.run();  // until w.stop(), or a cancel (e.g. `w.run() || signals.async_wait(...)`)
+}
+
+// ---- docs/cpp-api.md: the tour ----
+asio::awaitable<void> tour(asio::any_io_executor ex, std::string conninfo) {
+  auto db = co_await pgqueue::connect(ex, conninfo);  // e.g. "postgresql:///app"; a shared handle
+  co_await pgqueue::migrate(db);                     // applies sql/pgqueue.sql
+  pgqueue::queue q{db, "emails"};
+  co_await q.enqueue(R"({"to":"a@example.com"})",  // returns the job's id
+                     {.idempotency_key = "welcome-42", .priority = 5});
+  std::vector<std::string> payloads{R"({"n":1})", R"({"n":2})"};
+  std::vector<std::int64_t> ids = co_await q.enqueue_batch(payloads);  // one round trip
+  pgqueue::lease lease = co_await q.claim();     // waits until one is claimable: priority 5
+  std::optional<pgqueue::lease> maybe = co_await q.try_claim();  // returns at once: ids[0]
+  std::vector<pgqueue::lease> some = co_await q.claim_batch(64);  // the rest: ids[1]
+  lease.job();  // id, queue, payload (JSON text), priority, attempts, max_attempts
+  co_await lease.ack();                              // or co_await lease.nack("reason")
+  co_await maybe->nack("smtp timeout");              // retried after a back-off
+  co_await pgqueue::ack_batch(some);                 // many leases in one round trip
+  pgqueue::notification n = co_await q.next_notification();  // a job became claimable
+}
+
+// ---- docs/cpp-api.md: a worker ----
+asio::awaitable<void> worker_example(pgqueue::queue& q) {
+  pgqueue::worker w(q, [](const pgqueue::job& j) -> asio::awaitable<void> {
+    co_await deliver(j.payload);  // return = ack; throw = nack with the exception's message
+  }, {.concurrency = 16});
+  co_await w.run();               // until w.stop() (e.g. from an asio::signal_set)
+}
+
+// clang-format on
+
+// The states of the jobs in `queue`, in id order: "done,ready,…".
+std::string states(session& s, const std::string& queue) {
+  return *s.scalar("SELECT string_agg(state, ',' ORDER BY id) FROM pgqueue.jobs WHERE queue = $1",
+                   {queue});
+}
+
+}  // namespace
+
+TEST_CASE("the README's ten lines run a job through a worker, and a cancel stops it",
+          "[queue][docs]") {
+  scratch_database db(false);
+  emailed = {};
+  run_async([&]() -> asio::awaitable<void> {
+    using namespace asio::experimental::awaitable_operators;
+    co_await (emails(co_await asio::this_coro::executor, db.dsn()) || emailed.wait_for(1));
+  });
+  CHECK(emailed.payloads == std::vector<std::string>{R"({"to": "a@example.com"})"});
+  session s(db.dsn());
+  CHECK(states(s, "emails") == "done");
+}
+
+TEST_CASE("the C++ API tour runs", "[queue][docs]") {
+  scratch_database db(false);
+  run_async([&]() -> asio::awaitable<void> {
+    // Another producer adds a job once the tour waits for a notification.
+    auto producer = [&]() -> asio::awaitable<void> {
+      session s(db.dsn());
+      while (s.integer("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                       "AND query LIKE 'LISTEN%' AND state = 'idle'") == 0) {
+        co_await pause(std::chrono::milliseconds(10));
+      }
+      s.query("SELECT pgqueue.enqueue('emails', '{}')");
+    };
+    using namespace asio::experimental::awaitable_operators;
+    co_await (tour(co_await asio::this_coro::executor, db.dsn()) && producer());
+  });
+  session s(db.dsn());
+  // The keyed job (priority 5) acked, the first of the batch nacked, the second acked in the
+  // batch; the producer's job waits.
+  CHECK(states(s, "emails") == "done,ready,done,ready");
+  CHECK(*s.scalar("SELECT last_error FROM pgqueue.jobs WHERE id = 2") == "smtp timeout");
+}
+
+TEST_CASE("the worker example handles every job", "[queue][docs]") {
+  scratch_database db;
+  delivered = {};
+  session s(db.dsn());
+  s.query("SELECT pgqueue.enqueue_batch('mail', ARRAY['{\"n\":1}', '{\"n\":2}']::jsonb[])");
+  run_async([&]() -> asio::awaitable<void> {
+    auto conn = co_await pgqueue::connect(co_await asio::this_coro::executor, db.dsn());
+    pgqueue::queue q{conn, "mail"};
+    using namespace asio::experimental::awaitable_operators;
+    co_await (worker_example(q) || delivered.wait_for(2));
+  });
+  CHECK(delivered.payloads.size() == 2);
+  CHECK(states(s, "mail") == "done,done");
+}
+
+}  // namespace queue_docs_examples_test
