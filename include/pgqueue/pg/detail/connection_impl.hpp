@@ -18,6 +18,7 @@
 #include <deque>
 #include <exception>
 #include <memory>
+#include <optional>
 #include <string>
 #include <system_error>
 #include <unordered_map>
@@ -33,6 +34,7 @@
 #include "pgqueue/pg/detail/operation.hpp"
 #include "pgqueue/pg/detail/reconnect_policy.hpp"
 #include "pgqueue/pg/detail/request.hpp"
+#include "pgqueue/pg/detail/request_queue.hpp"
 #include "pgqueue/pg/detail/secrets.hpp"
 #include "pgqueue/pg/detail/server_error.hpp"
 #include "pgqueue/pg/detail/socket_watch.hpp"
@@ -117,13 +119,13 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
   void submit(request_ptr r) {
     switch (state_) {
       case state::open:
-        queued_.push_back(std::move(r));
+        requests_.push(std::move(r));
         if (!pumping_) pump(!reading_);
         return;
       case state::reconnecting:
         if (options_.reconnect_wait.count() <= 0) return r->fail(waiting_error());
         r->deadline = std::chrono::steady_clock::now() + options_.reconnect_wait;
-        queued_.push_back(std::move(r));
+        requests_.push(std::move(r));
         arm_wait_timer();
         return;
       default:
@@ -191,14 +193,14 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
     ++wait_gen_;
     wait_armed_ = false;
     wait_timer_.cancel();
-    auto waiting = std::exchange(queued_, {});
+    std::deque<request_ptr> setup;
     if (options_.statement_timeout.count() > 0) {
       params ms{std::to_string(options_.statement_timeout.count())};
-      queued_.push_back(make_statement("SELECT set_config('statement_timeout', $1, false)", nullptr,
-                                       std::move(ms)));
+      setup.push_back(make_statement("SELECT set_config('statement_timeout', $1, false)", nullptr,
+                                     std::move(ms)));
     }
-    for (const auto& channel : channels_.channels()) queued_.push_back(relisten(channel));
-    for (auto& r : waiting) queued_.push_back(std::move(r));
+    for (const auto& channel : channels_.channels()) setup.push_back(relisten(channel));
+    requests_.new_session(std::move(setup));
     pump();
     return nullptr;
   }
@@ -308,22 +310,16 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
   // answer has arrived. Returns true if anything was sent.
   bool send_queued() {
     bool sent = false;
-    while (state_ == state::open && !queued_.empty() && !script_running_) {
-      request& r = *queued_.front();
-      if (r.abandoned()) {
-        // Never sent, so nothing to read back; its hook still runs to fix reference counts.
-        pop_front(queued_)->finish();
-        continue;
-      }
-      if (r.type == request::kind::script) {
-        if (!in_flight_.empty()) break;
-        if (!start_script(r)) return true;
-      } else if (!send_statement(r)) {
+    while (state_ == state::open) {
+      request* r = requests_.next_to_send(script_running_);
+      if (!r) break;
+      if (r->type == request::kind::script) {
+        if (!start_script(*r)) return true;
+      } else if (!send_statement(*r)) {
         return true;
       }
-      if (in_flight_.empty()) progress_at_ = clock::now();  // the server starts on it now
-      if (r.op) r.op->mark_sent();
-      in_flight_.push_back(pop_front(queued_));
+      if (requests_.idle()) progress_at_ = clock::now();  // the server starts on it now
+      requests_.sent();
       sent = true;
     }
     if (sent && state_ == state::open) flush();
@@ -380,7 +376,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
   bool end_script() {
     script_running_ = false;
     note_transaction_status();
-    pop_front(in_flight_)->finish();
+    requests_.answered()->finish();
     if (state_ != state::open) return false;
     if (PQenterPipelineMode(conn_.get()) != 1) {
       if (PQstatus(conn_.get()) == CONNECTION_BAD) {
@@ -399,7 +395,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
   // Returns false once the connection is gone.
   bool read_results() {
     int nulls = 0;
-    while (state_ == state::open && !in_flight_.empty()) {
+    while (state_ == state::open && !requests_.idle()) {
       if (PQisBusy(conn_.get())) break;
       result_ptr res(PQgetResult(conn_.get()));
       if (!res) {
@@ -417,7 +413,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
       switch (PQresultStatus(res.get())) {
         case PGRES_PIPELINE_SYNC: {
           note_transaction_status();
-          auto done = pop_front(in_flight_);
+          auto done = requests_.answered();
           // Prepared again on next use; requests already sent with the name fail (26000).
           if (done->spoiled_statement()) {
             auto it = statements_.find(done->sql);
@@ -430,11 +426,11 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
         case PGRES_COPY_OUT:
         case PGRES_COPY_BOTH:
           // The session now waits for COPY data this layer never sends or reads.
-          discard_session(pop_front(in_flight_),
+          discard_session(requests_.answered(),
                           "COPY is not supported on a pgqueue::pg connection");
           return false;
         default:
-          in_flight_.front()->add(std::move(res));
+          requests_.answering()->add(std::move(res));
       }
     }
     return state_ == state::open;
@@ -465,7 +461,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
   // otherwise the request fails with errc::protocol_error and the session is discarded.
   void refuse_front(const std::string& what) {
     if (PQstatus(conn_.get()) == CONNECTION_BAD) return lose_connection();
-    discard_session(pop_front(queued_), what + libpq_message());
+    discard_session(requests_.refuse_front(), what + libpq_message());
   }
 
   // libpq is in a state this layer does not handle (a COPY, a refused call): `offender` (if
@@ -516,9 +512,6 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
     if (retry) {
       state_ = state::reconnecting;
       lost_error_ = failure;
-      // Stamped before anything below can queue more: unsent requests wait for the new session.
-      const auto deadline = clock::now() + options_.reconnect_wait;
-      for (auto& r : queued_) r->deadline = deadline;
     } else {
       state_ = state::closed;
       open_ = false;
@@ -528,12 +521,12 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
       watchdog_.cancel();
       if (auto c = std::exchange(connector_, nullptr)) c->cancel();
     }
-    auto in_flight = std::exchange(in_flight_, {});
-    for (auto& r : in_flight) r->fail(failure);
+    // Unsent requests wait for the new session, or fail when there will be none.
+    requests_.drop(failure,
+                   retry ? std::optional(clock::now() + options_.reconnect_wait) : std::nullopt,
+                   closed_error_);
     conn_.reset();
     if (!retry) {
-      auto queued = std::exchange(queued_, {});
-      for (auto& r : queued) r->fail(closed_error_);
       channels_.fail_all(closed_error_);
       return;
     }
@@ -587,20 +580,13 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
   // Fails the queued requests whose `reconnect_wait` has passed.
   void expire_waiting() {
     if (state_ != state::reconnecting) return;
-    const auto now = clock::now();
-    std::deque<request_ptr> expired;
-    std::deque<request_ptr> keep;
-    for (auto& r : queued_) (r->deadline <= now ? expired : keep).push_back(std::move(r));
-    queued_ = std::move(keep);
-    if (expired.empty()) return;
-    auto e = waiting_error();
-    for (auto& r : expired) r->fail(e);  // hooks may queue more (UNLISTEN): queued_ is whole
+    requests_.expire(clock::now(), [this] { return waiting_error(); });
   }
 
   void arm_wait_timer() {
-    if (state_ != state::reconnecting || queued_.empty()) return;
-    auto earliest = queued_.front()->deadline;
-    for (const auto& r : queued_) earliest = std::min(earliest, r->deadline);
+    const auto next = requests_.earliest_deadline();
+    if (state_ != state::reconnecting || !next) return;
+    const auto earliest = *next;
     if (wait_armed_ && wait_at_ <= earliest) return;
     wait_armed_ = true;
     wait_at_ = earliest;
@@ -620,14 +606,14 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
   // would block the thread).
   void arm_watchdog() {
     if (options_.statement_timeout.count() <= 0 || watchdog_armed_ || state_ != state::open ||
-        in_flight_.empty()) {
+        requests_.idle()) {
       return;
     }
     watchdog_armed_ = true;
     watchdog_.expires_at(progress_at_ + watchdog_limit());
     watchdog_.async_wait([self = shared_from_this()](std::error_code ec) {
       self->watchdog_armed_ = false;
-      if (ec || self->state_ != state::open || self->in_flight_.empty()) return;
+      if (ec || self->state_ != state::open || self->requests_.idle()) return;
       if (clock::now() < self->progress_at_ + self->watchdog_limit()) return self->arm_watchdog();
       self->lose(errc::statement_timeout,
                  "no answer from the server within " +
@@ -645,12 +631,6 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
     return closed_error_ ? closed_error_ : make_error(errc::closed, "connection is not open");
   }
 
-  static request_ptr pop_front(std::deque<request_ptr>& q) {
-    auto r = std::move(q.front());
-    q.pop_front();
-    return r;
-  }
-
   std::shared_ptr<context_shutdown::registry> shutdown_registry_;
   strand_type strand_;
   socket_watch socket_;
@@ -663,8 +643,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
   std::atomic<int> pid_{0};
   std::atomic<std::uint64_t> reconnects_{0};
   std::atomic<std::uint64_t> attempts_{0};
-  std::deque<request_ptr> queued_;     // not sent yet, in submission order
-  std::deque<request_ptr> in_flight_;  // sent, answers pending, in send order
+  request_queue requests_;
   channel_registry channels_;
   // The session's prepared statements: SQL text -> name. Only `request::prepared` statements
   // (the library's own, a fixed set) get one, so this stays small.
