@@ -15,7 +15,11 @@
 -- per-queue floor, so dead index entries left behind a long transaction are not read.
 -- This file is version 4.
 
-BEGIN;
+-- READ COMMITTED whatever the session's default: each statement below must see what the
+-- statements before it (and installs before it, once the lock is held) committed; with an older
+-- snapshot a concurrent install fails to serialise, and jobs committed while this one waited for
+-- its locks could be missed when the claim floors are set up.
+BEGIN ISOLATION LEVEL READ COMMITTED;
 SET LOCAL client_min_messages = warning;
 
 -- Serialise concurrent installs before touching the catalog ('pgqueue' as a 64-bit key).
@@ -40,12 +44,23 @@ BEGIN
   IF v_from IS NULL THEN
     v_from := CASE WHEN to_regclass('pgqueue.jobs') IS NULL THEN 0 ELSE 1 END;
   END IF;
+  -- Objects created by another role would belong to it, and the schema's owner (whose rights
+  -- every function runs with) could not use them.
+  IF current_user::regrole::oid
+     <> (SELECT n.nspowner FROM pg_catalog.pg_namespace n WHERE n.nspname = 'pgqueue') THEN
+    RAISE EXCEPTION 'pgqueue: the schema belongs to role %; run this file as that role, not as %',
+      (SELECT n.nspowner::regrole FROM pg_catalog.pg_namespace n WHERE n.nspname = 'pgqueue'),
+      current_user
+      USING ERRCODE = 'insufficient_privilege',
+            HINT = 'SET ROLE to the owner first (a superuser may), or connect as the owner.';
+  END IF;
   IF v_from > 4 THEN
     RAISE EXCEPTION 'pgqueue: the installed schema is version %, newer than this file (version 4)', v_from
       USING ERRCODE = 'object_not_in_prerequisite_state',
             HINT = 'Use the sql/pgqueue.sql shipped with the newer pgqueue; downgrades are refused.';
   END IF;
   PERFORM set_config('pgqueue.migrating_from', v_from::text, true);
+  PERFORM set_config('pgqueue.upgrading', (v_from < 4)::text, true);
 END
 $$;
 
@@ -68,6 +83,8 @@ BEGIN
 IF current_setting('pgqueue.migrating_from')::int >= 1 THEN
   RETURN;
 END IF;
+INSERT INTO pgqueue.schema_version (singleton, version) VALUES (true, 1)
+ON CONFLICT (singleton) DO UPDATE SET version = EXCLUDED.version, installed_at = now();
 
 -- The jobs table in the seed's shape: a database with the seed installed is at version 1.
 -- Later versions change its indexes and constraints, and add columns, but keep these ones, so
@@ -91,9 +108,6 @@ CREATE TABLE IF NOT EXISTS pgqueue.jobs (
   updated_at timestamptz NOT NULL DEFAULT now(),
   finished_at timestamptz
 );
-
-INSERT INTO pgqueue.schema_version (singleton, version) VALUES (true, 1)
-ON CONFLICT (singleton) DO UPDATE SET version = EXCLUDED.version, installed_at = now();
 END
 $migration$;
 
@@ -103,6 +117,8 @@ BEGIN
 IF current_setting('pgqueue.migrating_from')::int >= 2 THEN
   RETURN;
 END IF;
+INSERT INTO pgqueue.schema_version (singleton, version) VALUES (true, 2)
+ON CONFLICT (singleton) DO UPDATE SET version = EXCLUDED.version, installed_at = now();
 
 -- The first pgqueue release: per-queue done counters and retry settings, the 'cancelled'
 -- state, validated queue names, indexes in claim order, and the seed's functions whose
@@ -175,9 +191,6 @@ DROP TRIGGER IF EXISTS jobs_notify_insert ON pgqueue.jobs;
 -- the janitor finds them without reading every ready job.
 CREATE INDEX IF NOT EXISTS jobs_exhausted_idx
   ON pgqueue.jobs (id) WHERE state = 'ready' AND attempts >= max_attempts;
-
-INSERT INTO pgqueue.schema_version (singleton, version) VALUES (true, 2)
-ON CONFLICT (singleton) DO UPDATE SET version = EXCLUDED.version, installed_at = now();
 END
 $migration$;
 
@@ -187,6 +200,8 @@ BEGIN
 IF current_setting('pgqueue.migrating_from')::int >= 3 THEN
   RETURN;
 END IF;
+INSERT INTO pgqueue.schema_version (singleton, version) VALUES (true, 3)
+ON CONFLICT (singleton) DO UPDATE SET version = EXCLUDED.version, installed_at = now();
 
 -- Lease tokens that only grow, and maintenance inside claims.
 
@@ -218,9 +233,6 @@ DROP FUNCTION IF EXISTS pgqueue.nack(bigint, text, text, interval, int);
 DROP FUNCTION IF EXISTS pgqueue.release(bigint, text, int);
 -- Jobs held right now keep working for their holders, which fence with the attempt.
 UPDATE pgqueue.jobs SET lease_token = attempts WHERE state = 'claimed';
-
-INSERT INTO pgqueue.schema_version (singleton, version) VALUES (true, 3)
-ON CONFLICT (singleton) DO UPDATE SET version = EXCLUDED.version, installed_at = now();
 END
 $migration$;
 
@@ -230,6 +242,8 @@ BEGIN
 IF current_setting('pgqueue.migrating_from')::int >= 4 THEN
   RETURN;
 END IF;
+INSERT INTO pgqueue.schema_version (singleton, version) VALUES (true, 4)
+ON CONFLICT (singleton) DO UPDATE SET version = EXCLUDED.version, installed_at = now();
 
 -- Claims start at a per-queue floor, so dead index entries left behind a long transaction are
 -- not read; the jobs table is vacuumed by a fixed count of dead rows.
@@ -293,9 +307,6 @@ IF NOT EXISTS (SELECT FROM pg_catalog.pg_class c, pg_catalog.unnest(c.reloptions
     autovacuum_vacuum_insert_scale_factor = 0, autovacuum_vacuum_insert_threshold = 20000,
     autovacuum_vacuum_cost_delay = 0);
 END IF;
-
-INSERT INTO pgqueue.schema_version (singleton, version) VALUES (true, 4)
-ON CONFLICT (singleton) DO UPDATE SET version = EXCLUDED.version, installed_at = now();
 END
 $migration$;
 
@@ -1516,36 +1527,46 @@ $$;
 -- counted through their partial indexes, done jobs come from the done counters (so `oldest`
 -- and `newest_update` are NULL for them). `lag` is how long the oldest due ready job has
 -- waited (the queue's lag); NULL for other states.
-CREATE OR REPLACE VIEW pgqueue.depth AS
-SELECT s.queue, s.state, s.count, s.oldest, s.newest_update, s.lag
-  FROM (
-    -- One branch per state, each matching one partial index exactly (an IN list would leave
-    -- the planner free to scan the whole table, retained jobs included).
-    SELECT j.queue, 'ready' AS state, count(*) AS count, min(j.created_at) AS oldest,
-           max(j.updated_at) AS newest_update,
-           -- ('-infinity' has no lag: the difference would be an error)
-           now() - min(j.run_after) FILTER (WHERE j.run_after <= now()
-                                              AND j.run_after > '-infinity') AS lag
-      FROM pgqueue.jobs j
-     WHERE j.state = 'ready'
-     GROUP BY j.queue
-    UNION ALL
-    SELECT j.queue, 'claimed', count(*), min(j.created_at), max(j.updated_at), NULL::interval
-      FROM pgqueue.jobs j
-     WHERE j.state = 'claimed'
-     GROUP BY j.queue
-    UNION ALL
-    SELECT j.queue, j.state, count(*), min(j.created_at), max(j.updated_at), NULL::interval
-      FROM pgqueue.jobs j
-     WHERE j.state IN ('dead', 'cancelled')
-     GROUP BY j.queue, j.state
-    UNION ALL
-    SELECT c.queue, 'done', sum(c.n)::bigint, NULL::timestamptz, NULL::timestamptz, NULL::interval
-      FROM pgqueue.done_counts c
-     GROUP BY c.queue
-    HAVING sum(c.n) > 0
-  ) s
- ORDER BY s.queue, s.state;
+-- Replaced only when this run upgrades the schema (or the view is missing): replacing a view
+-- locks it against its readers, so a run that changes nothing must not (a dashboard's open
+-- transaction would hold it up, and queue every reader behind it). A change to the view
+-- therefore comes with a migration.
+DO $$
+BEGIN
+  IF current_setting('pgqueue.upgrading')::boolean OR to_regclass('pgqueue.depth') IS NULL THEN
+    CREATE OR REPLACE VIEW pgqueue.depth AS
+    SELECT s.queue, s.state, s.count, s.oldest, s.newest_update, s.lag
+      FROM (
+        -- One branch per state, each matching one partial index exactly (an IN list would leave
+        -- the planner free to scan the whole table, retained jobs included).
+        SELECT j.queue, 'ready' AS state, count(*) AS count, min(j.created_at) AS oldest,
+               max(j.updated_at) AS newest_update,
+               -- ('-infinity' has no lag: the difference would be an error)
+               now() - min(j.run_after) FILTER (WHERE j.run_after <= now()
+                                                  AND j.run_after > '-infinity') AS lag
+          FROM pgqueue.jobs j
+         WHERE j.state = 'ready'
+         GROUP BY j.queue
+        UNION ALL
+        SELECT j.queue, 'claimed', count(*), min(j.created_at), max(j.updated_at), NULL::interval
+          FROM pgqueue.jobs j
+         WHERE j.state = 'claimed'
+         GROUP BY j.queue
+        UNION ALL
+        SELECT j.queue, j.state, count(*), min(j.created_at), max(j.updated_at), NULL::interval
+          FROM pgqueue.jobs j
+         WHERE j.state IN ('dead', 'cancelled')
+         GROUP BY j.queue, j.state
+        UNION ALL
+        SELECT c.queue, 'done', sum(c.n)::bigint, NULL::timestamptz, NULL::timestamptz, NULL::interval
+          FROM pgqueue.done_counts c
+         GROUP BY c.queue
+        HAVING sum(c.n) > 0
+      ) s
+     ORDER BY s.queue, s.state;
+  END IF;
+END
+$$;
 
 -- ── privileges ────────────────────────────────────────────────────────────────────────────
 -- Least privilege: the tables stay private to the schema's owner, and calling a function is the

@@ -12,11 +12,26 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-write}
 
+case "$mode" in
+  write | --check) ;;
+  *) echo "build_schema: unknown option $mode" >&2; sed -n '2,10p' "$0" >&2; exit 2 ;;
+esac
+
+# Every file there is a step: one that the pattern would skip is a mistake, not a note.
+for f in sql/migrations/*; do
+  if ! [[ $(basename "$f") =~ ^[0-9]{4}_[a-z0-9_]+\.sql$ ]]; then
+    echo "build_schema: $f: a migration is named NNNN_what_it_does.sql (four digits, lower case)" >&2
+    exit 1
+  fi
+done
 steps=(sql/migrations/[0-9][0-9][0-9][0-9]_*.sql)
 expected=1
 for f in "${steps[@]}"; do
   n=$((10#$(basename "$f" | cut -c1-4)))
-  if [ "$n" -ne "$expected" ]; then
+  if [ "$n" -lt "$expected" ]; then
+    echo "build_schema: $f: step $(printf %04d "$n") is there twice" >&2
+    exit 1
+  elif [ "$n" -ne "$expected" ]; then
     echo "build_schema: $f: expected step $(printf %04d "$expected") (steps are numbered 1, 2, 3 ... without gaps)" >&2
     exit 1
   fi
@@ -36,10 +51,12 @@ schema() {
     fi
     printf '\n-- ── migration %s: runs once, in databases below version %d\n' "$name" "$n"
     printf 'DO $migration$\nBEGIN\n'
-    printf "IF current_setting('pgqueue.migrating_from')::int >= %d THEN\n  RETURN;\nEND IF;\n\n" "$n"
+    printf "IF current_setting('pgqueue.migrating_from')::int >= %d THEN\n  RETURN;\nEND IF;\n" "$n"
+    # Recorded first, so that a step which ends early (RETURN) is recorded too: the whole file
+    # is one transaction, so a step that fails records nothing.
+    printf 'INSERT INTO pgqueue.schema_version (singleton, version) VALUES (true, %d)\n' "$n"
+    printf 'ON CONFLICT (singleton) DO UPDATE SET version = EXCLUDED.version, installed_at = now();\n\n'
     cat "$f"
-    printf '\nINSERT INTO pgqueue.schema_version (singleton, version) VALUES (true, %d)\n' "$n"
-    printf 'ON CONFLICT (singleton) DO UPDATE SET version = EXCLUDED.version, installed_at = now();\n'
     printf 'END\n$migration$;\n'
   done
   for f in sql/definitions/*.sql; do
@@ -89,5 +106,4 @@ case "$mode" in
       { echo "build_schema: include/pgqueue/detail/schema_sql.hpp is stale: run tools/build_schema.sh" >&2; status=1; }
     exit $status
     ;;
-  *) sed -n '2,11p' "$0" >&2; exit 2 ;;
 esac

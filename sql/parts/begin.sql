@@ -15,7 +15,11 @@
 -- per-queue floor, so dead index entries left behind a long transaction are not read.
 -- This file is version @VERSION@.
 
-BEGIN;
+-- READ COMMITTED whatever the session's default: each statement below must see what the
+-- statements before it (and installs before it, once the lock is held) committed; with an older
+-- snapshot a concurrent install fails to serialise, and jobs committed while this one waited for
+-- its locks could be missed when the claim floors are set up.
+BEGIN ISOLATION LEVEL READ COMMITTED;
 SET LOCAL client_min_messages = warning;
 
 -- Serialise concurrent installs before touching the catalog ('pgqueue' as a 64-bit key).
@@ -40,12 +44,23 @@ BEGIN
   IF v_from IS NULL THEN
     v_from := CASE WHEN to_regclass('pgqueue.jobs') IS NULL THEN 0 ELSE 1 END;
   END IF;
+  -- Objects created by another role would belong to it, and the schema's owner (whose rights
+  -- every function runs with) could not use them.
+  IF current_user::regrole::oid
+     <> (SELECT n.nspowner FROM pg_catalog.pg_namespace n WHERE n.nspname = 'pgqueue') THEN
+    RAISE EXCEPTION 'pgqueue: the schema belongs to role %; run this file as that role, not as %',
+      (SELECT n.nspowner::regrole FROM pg_catalog.pg_namespace n WHERE n.nspname = 'pgqueue'),
+      current_user
+      USING ERRCODE = 'insufficient_privilege',
+            HINT = 'SET ROLE to the owner first (a superuser may), or connect as the owner.';
+  END IF;
   IF v_from > @VERSION@ THEN
     RAISE EXCEPTION 'pgqueue: the installed schema is version %, newer than this file (version @VERSION@)', v_from
       USING ERRCODE = 'object_not_in_prerequisite_state',
             HINT = 'Use the sql/pgqueue.sql shipped with the newer pgqueue; downgrades are refused.';
   END IF;
   PERFORM set_config('pgqueue.migrating_from', v_from::text, true);
+  PERFORM set_config('pgqueue.upgrading', (v_from < @VERSION@)::text, true);
 END
 $$;
 

@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include "support/database.hpp"
+#include "support/role.hpp"
 #include "support/session.hpp"
 
 namespace sql_install_test {
@@ -91,6 +92,66 @@ TEST_CASE("two sessions installing at once both succeed", "[install][concurrency
   CHECK(errors[1] == "");
   session s(db.dsn());
   CHECK(s.integer("SELECT count(*) FROM pgqueue.schema_version") == 1);
+}
+
+TEST_CASE("two installs at once both succeed whatever the sessions' default isolation level",
+          "[install][concurrency]") {
+  scratch_database db(false);
+  const std::string sql = read_file(schema_file());
+  std::string errors[2];
+  std::thread workers[2];
+  for (int i = 0; i < 2; ++i) {
+    workers[i] = std::thread([&, i] {
+      try {
+        session s(db.dsn());
+        s.query("SET default_transaction_isolation = 'serializable'");
+        s.script(sql);
+      } catch (const std::exception& e) {
+        errors[i] = e.what();
+      }
+    });
+  }
+  for (auto& w : workers) w.join();
+  CHECK(errors[0] == "");
+  CHECK(errors[1] == "");
+  session s(db.dsn());
+  CHECK(s.integer("SELECT version FROM pgqueue.schema_version") == 4);
+}
+
+TEST_CASE("a role other than the schema's owner may not run the file, a superuser included",
+          "[install][security]") {
+  scratch_database db(false);
+  scoped_role owner(db.dsn(), "schema_owner");
+  session admin(db.dsn());
+  admin.query("GRANT CREATE ON DATABASE " + db.name() + " TO " + owner.name());
+  session as_owner(owner.dsn());
+  as_owner.script(read_file(schema_file()));
+  as_owner.query("SELECT pgqueue.enqueue('q', '{}')");
+  const auto before = schema_snapshot(admin);
+  try {
+    admin.script(read_file(schema_file()));
+    FAIL("a superuser ran the file over another role's schema");
+  } catch (const sql_error& e) {
+    CHECK(e.sqlstate == "42501");
+    CHECK_THAT(e.message, Catch::Contains("belongs to role " + owner.name()));
+  }
+  CHECK(schema_snapshot(admin) == before);
+  // As the owner (SET ROLE), the same session may.
+  admin.script("SET ROLE " + owner.name());
+  admin.script(read_file(schema_file()));
+  admin.script("RESET ROLE");
+  CHECK(schema_snapshot(admin) == before);
+}
+
+TEST_CASE("a run that changes nothing does not wait for a transaction reading depth",
+          "[install]") {
+  scratch_database db;
+  session dashboard(db.dsn());
+  dashboard.script("BEGIN; SELECT * FROM pgqueue.depth");  // holds the view until it ends
+  session s(db.dsn());
+  s.query("SET lock_timeout = '1s'");
+  CHECK_NOTHROW(s.script(read_file(schema_file())));
+  dashboard.script("COMMIT");
 }
 
 TEST_CASE("an older file refuses to run against a newer schema", "[install]") {
