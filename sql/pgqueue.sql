@@ -518,6 +518,9 @@ BEGIN
     PERFORM pgqueue.check_enqueue_args(p_queue, p_payload IS NULL, 'payload', p_priority,
                                        p_run_after, p_max_attempts, p_wake);
   END IF;
+  IF octet_length(p_idempotency_key) > 255 THEN
+    PERFORM pgqueue.require_valid(false, 'idempotency_key must be at most 255 bytes');
+  END IF;
   IF NOT p_wake THEN
     PERFORM set_config('pgqueue.defer_wake', 'on', true);
   END IF;
@@ -596,6 +599,11 @@ BEGIN
   PERFORM pgqueue.require_valid(
     p_idempotency_keys IS NULL OR cardinality(p_idempotency_keys) = v_n,
     format('%s idempotency keys for %s payloads', cardinality(p_idempotency_keys), v_n));
+  IF p_idempotency_keys IS NOT NULL THEN
+    PERFORM pgqueue.require_valid(
+      NOT EXISTS (SELECT FROM unnest(p_idempotency_keys) k WHERE octet_length(k) > 255),
+      'idempotency keys must be at most 255 bytes');
+  END IF;
   -- Ids are drawn first so each input position knows its id without relying on RETURNING order.
   v_ids := ARRAY(SELECT nextval('pgqueue.jobs_id_seq') FROM generate_series(1, v_n));
   IF NOT p_wake THEN
@@ -839,9 +847,12 @@ DECLARE
 BEGIN
   IF p_queue IS NULL OR p_worker_id IS NULL OR p_limit IS NULL OR p_lease_for IS NULL
      OR p_limit NOT BETWEEN 1 AND 10000 OR p_lease_for <= interval '0'
-     OR octet_length(p_queue) NOT BETWEEN 1 AND 255 OR p_queue ~ '[[:cntrl:]]' THEN
+     OR octet_length(p_queue) NOT BETWEEN 1 AND 255 OR p_queue ~ '[[:cntrl:]]'
+     OR octet_length(p_worker_id) > 255 THEN
     PERFORM pgqueue.check_queue_name(p_queue);
     PERFORM pgqueue.require(p_worker_id, 'worker_id');
+    PERFORM pgqueue.require_valid(octet_length(p_worker_id) <= 255,
+                                  'worker_id must be at most 255 bytes');
     PERFORM pgqueue.require(p_limit, 'limit');
     PERFORM pgqueue.require(p_lease_for, 'lease_for');
     PERFORM pgqueue.require_valid(p_limit BETWEEN 1 AND 10000, 'limit must be between 1 and 10000');
@@ -938,6 +949,7 @@ LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
+  PERFORM pgqueue.check_queue_name(p_queue);
   RETURN (SELECT min(p.first_run_after) FROM pgqueue.ready_priorities(p_queue) p);
 END
 $$;
@@ -954,6 +966,9 @@ SET enable_seqscan = off
 SET jit = off
 AS $$
 BEGIN
+  IF p_queue IS NULL OR octet_length(p_queue) NOT BETWEEN 1 AND 255 OR p_queue ~ '[[:cntrl:]]' THEN
+    PERFORM pgqueue.check_queue_name(p_queue);
+  END IF;
   RETURN QUERY
   SELECT coalesce(bool_or(p.first_run_after <= now()), false),
          min((SELECT j.run_after FROM pgqueue.jobs j
@@ -1133,7 +1148,7 @@ LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-  IF p_queue <> '' THEN
+  IF p_queue IS DISTINCT FROM '' THEN  -- '' is the default's row; NULL is refused
     PERFORM pgqueue.check_queue_name(p_queue);
   END IF;
   PERFORM pgqueue.require(p_base, 'base');

@@ -30,6 +30,9 @@ BEGIN
     PERFORM pgqueue.check_enqueue_args(p_queue, p_payload IS NULL, 'payload', p_priority,
                                        p_run_after, p_max_attempts, p_wake);
   END IF;
+  IF octet_length(p_idempotency_key) > 255 THEN
+    PERFORM pgqueue.require_valid(false, 'idempotency_key must be at most 255 bytes');
+  END IF;
   IF NOT p_wake THEN
     PERFORM set_config('pgqueue.defer_wake', 'on', true);
   END IF;
@@ -108,6 +111,11 @@ BEGIN
   PERFORM pgqueue.require_valid(
     p_idempotency_keys IS NULL OR cardinality(p_idempotency_keys) = v_n,
     format('%s idempotency keys for %s payloads', cardinality(p_idempotency_keys), v_n));
+  IF p_idempotency_keys IS NOT NULL THEN
+    PERFORM pgqueue.require_valid(
+      NOT EXISTS (SELECT FROM unnest(p_idempotency_keys) k WHERE octet_length(k) > 255),
+      'idempotency keys must be at most 255 bytes');
+  END IF;
   -- Ids are drawn first so each input position knows its id without relying on RETURNING order.
   v_ids := ARRAY(SELECT nextval('pgqueue.jobs_id_seq') FROM generate_series(1, v_n));
   IF NOT p_wake THEN

@@ -99,9 +99,12 @@ DECLARE
 BEGIN
   IF p_queue IS NULL OR p_worker_id IS NULL OR p_limit IS NULL OR p_lease_for IS NULL
      OR p_limit NOT BETWEEN 1 AND 10000 OR p_lease_for <= interval '0'
-     OR octet_length(p_queue) NOT BETWEEN 1 AND 255 OR p_queue ~ '[[:cntrl:]]' THEN
+     OR octet_length(p_queue) NOT BETWEEN 1 AND 255 OR p_queue ~ '[[:cntrl:]]'
+     OR octet_length(p_worker_id) > 255 THEN
     PERFORM pgqueue.check_queue_name(p_queue);
     PERFORM pgqueue.require(p_worker_id, 'worker_id');
+    PERFORM pgqueue.require_valid(octet_length(p_worker_id) <= 255,
+                                  'worker_id must be at most 255 bytes');
     PERFORM pgqueue.require(p_limit, 'limit');
     PERFORM pgqueue.require(p_lease_for, 'lease_for');
     PERFORM pgqueue.require_valid(p_limit BETWEEN 1 AND 10000, 'limit must be between 1 and 10000');
@@ -198,6 +201,7 @@ LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
+  PERFORM pgqueue.check_queue_name(p_queue);
   RETURN (SELECT min(p.first_run_after) FROM pgqueue.ready_priorities(p_queue) p);
 END
 $$;
@@ -214,6 +218,9 @@ SET enable_seqscan = off
 SET jit = off
 AS $$
 BEGIN
+  IF p_queue IS NULL OR octet_length(p_queue) NOT BETWEEN 1 AND 255 OR p_queue ~ '[[:cntrl:]]' THEN
+    PERFORM pgqueue.check_queue_name(p_queue);
+  END IF;
   RETURN QUERY
   SELECT coalesce(bool_or(p.first_run_after <= now()), false),
          min((SELECT j.run_after FROM pgqueue.jobs j

@@ -166,7 +166,7 @@ LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-  IF p_queue <> '' THEN
+  IF p_queue IS DISTINCT FROM '' THEN  -- '' is the default's row; NULL is refused
     PERFORM pgqueue.check_queue_name(p_queue);
   END IF;
   PERFORM pgqueue.require(p_base, 'base');

@@ -88,6 +88,21 @@ TEST_CASE("bad input is refused with the right SQLSTATE and changes nothing", "[
       {"SELECT pgqueue.set_retry_backoff('q', '-1 s', '1 s')", "22023", "back-off"},
       {"SELECT pgqueue.set_retry_backoff(repeat('n', 256), '1 s', '1 s')", "22023",
        "invalid queue name"},
+      {"SELECT pgqueue.set_retry_backoff(NULL, '1 s', '1 s')", "22004",
+       "queue name must not be NULL"},
+      {"SELECT pgqueue.next_run_after(NULL)", "22004", "queue name must not be NULL"},
+      {"SELECT pgqueue.next_run_after(E'bad\\n')", "22023", "invalid queue name"},
+      {"SELECT * FROM pgqueue.wait_hint(NULL)", "22004", "queue name must not be NULL"},
+      {"SELECT * FROM pgqueue.wait_hint('')", "22023", "invalid queue name"},
+      // The C++ layer refuses these before sending; SQL callers get the same limit.
+      {"SELECT pgqueue.enqueue('q', '{}', repeat('k', 256))", "22023",
+       "idempotency_key must be at most 255 bytes"},
+      {"SELECT pgqueue.enqueue('q', '{}', repeat('k', 3200))", "22023",
+       "idempotency_key must be at most 255 bytes"},
+      {"SELECT pgqueue.enqueue_batch('q', ARRAY['{}', '{}']::jsonb[], ARRAY['a', repeat('k', 256)])",
+       "22023", "idempotency keys must be at most 255 bytes"},
+      {"SELECT * FROM pgqueue.claim_batch('q', repeat('w', 256))", "22023",
+       "worker_id must be at most 255 bytes"},
   };
   const auto before = jobs_digest(s);
   for (const auto& call : calls) {
