@@ -37,6 +37,7 @@
 #include "pgqueue/pg/detail/request_queue.hpp"
 #include "pgqueue/pg/detail/secrets.hpp"
 #include "pgqueue/pg/detail/server_error.hpp"
+#include "pgqueue/pg/detail/session_loss.hpp"
 #include "pgqueue/pg/detail/socket_watch.hpp"
 #include "pgqueue/pg/detail/subscription_state.hpp"
 
@@ -497,13 +498,9 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
   // and starts reconnecting.
   void lose(errc code, std::string message) {
     if (state_ == state::closed) return;
-    const bool dropped = code == errc::connection_lost || code == errc::statement_timeout;
-    const bool retry = dropped && options_.reconnect && state_ == state::open && !in_transaction_;
-    if (dropped && options_.reconnect && in_transaction_) {
-      message += "\n(not reconnected: the session was inside a transaction block)";
-    } else if (retry) {
-      message += "\n(reconnecting)";
-    }
+    const auto loss = decide_loss(code, options_.reconnect, state_ == state::open, in_transaction_);
+    const bool retry = loss.reconnect;
+    message += loss.note;
     auto failure = make_error(code, scrubber_.scrub(std::move(message)));
     socket_.release();
     script_running_ = false;
