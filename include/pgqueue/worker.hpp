@@ -34,6 +34,7 @@
 
 #include "pgqueue/detail/error_text.hpp"
 #include "pgqueue/detail/event.hpp"
+#include "pgqueue/detail/job_outcome.hpp"
 #include "pgqueue/detail/shield.hpp"
 #include "pgqueue/lease.hpp"
 #include "pgqueue/pg/detail/check_option.hpp"
@@ -544,29 +545,33 @@ class worker {
     // below must still reach the server.
     co_await asio::this_coro::reset_cancellation_state();
     try {
-      if (l.finished()) {
-        // The handler acked, nacked or released the job itself. A cancel cannot cut that
-        // request off once begun: lease's final operations run to their answer (shielded).
-        if (l.state_) count_own_outcome(l.state_->ended_as.load());  // not when moved away
-      } else if (failure && l.lost()) {
-        // Most likely stopped by the lost signal; the job comes back when its lease expires.
-        // A handler that finished despite the signal is acked below: the server decides.
-        l.forget();
-        ++stats_.lost;
-      } else if (failure && forced_) {
-        // Cut short by the stop (that is most likely why it failed): not the job's fault. A
-        // handler that returned normally finished its job, stop or not, and is acked below.
-        co_await give_back(l);
-      } else if (failure) {
-        co_await nack_failed(l, std::move(*failure));
-      } else if (options_.coalesce_acks) {
-        to_ack_.push_back(l.detach_for_ack());
-        // The claim loop takes the acks with its next claim (this job's slot is free now, so
-        // it claims within a round trip) unless it is idle or stopping.
-        if (idle_ || stopping_) flush_acks();
-      } else {
-        co_await l.ack();
-        ++stats_.acked;
+      switch (detail::next_step(l.finished(), failure.has_value(), l.lost(), forced_,
+                                options_.coalesce_acks)) {
+        case detail::job_step::counted:
+          // A cancel cannot cut the handler's own final request off once begun: lease's final
+          // operations run to their answer (shielded).
+          if (l.state_) count_own_outcome(l.state_->ended_as.load());  // not when moved away
+          break;
+        case detail::job_step::forgotten:
+          // Most likely stopped by the lost signal.
+          l.forget();
+          ++stats_.lost;
+          break;
+        case detail::job_step::given_back:
+          co_await give_back(l);  // cut short by the stop: not the job's fault
+          break;
+        case detail::job_step::nacked:
+          co_await nack_failed(l, std::move(*failure));
+          break;
+        case detail::job_step::coalesced:
+          to_ack_.push_back(l.detach_for_ack());
+          // This job's slot is free now, so the claim loop claims within a round trip.
+          if (detail::flush_acks_now(idle_, stopping_)) flush_acks();
+          break;
+        case detail::job_step::acked:
+          co_await l.ack();
+          ++stats_.acked;
+          break;
       }
     } catch (const std::exception&) {
       ++stats_.lost;  // lease lost, or the connection failed: the job runs again
