@@ -289,18 +289,21 @@ CREATE TABLE IF NOT EXISTS pgqueue.ready_floor_below (
 CREATE INDEX IF NOT EXISTS ready_floor_below_idx
   ON pgqueue.ready_floor_below (queue, priority DESC, run_after, id);
 
--- No writer may add a ready job between the floors' computation and this commit: enqueues
--- of the old version would not lower them.
+-- The floors start at the bottom of each queue and priority that has jobs ready, held or dead,
+-- and stay there for a minute (moved_at ahead: claims move a floor only a second after its
+-- last move). Version 3's code does not note jobs below a floor: its release, nack, janitor or
+-- retry_dead may be waiting behind this upgrade's lock, and runs its old code once through,
+-- making a job ready wherever it was. Claims read from the bottom meanwhile, as version 3's
+-- did; the first move after the minute finds such jobs. No writer may add a job while this
+-- runs: the table is locked against writes until the upgrade commits.
 LOCK TABLE pgqueue.jobs IN SHARE MODE;
--- At the first ready job, or at the current time when that is later (floor_admit's rule).
-INSERT INTO pgqueue.ready_floor (queue, priority, run_after, id)
-SELECT h.queue, h.priority,
-       CASE WHEN h.run_after < clock_timestamp() THEN h.run_after ELSE clock_timestamp() END,
-       CASE WHEN h.run_after < clock_timestamp() THEN h.id ELSE 0 END
-  FROM (SELECT DISTINCT ON (j.queue, j.priority) j.queue, j.priority, j.run_after, j.id
-          FROM pgqueue.jobs j
-         WHERE j.state = 'ready'
-         ORDER BY j.queue, j.priority, j.run_after, j.id) h
+INSERT INTO pgqueue.ready_floor (queue, priority, run_after, id, moved_at)
+SELECT p.queue, p.priority, '-infinity', 0, now() + interval '1 minute'
+  FROM (SELECT j.queue, j.priority FROM pgqueue.jobs j WHERE j.state = 'ready'
+        UNION
+        SELECT j.queue, j.priority FROM pgqueue.jobs j WHERE j.state = 'claimed'
+        UNION
+        SELECT j.queue, j.priority FROM pgqueue.jobs j WHERE j.state IN ('dead', 'cancelled')) p
 ON CONFLICT (queue, priority) DO NOTHING;
 
 -- Vacuum the jobs table by a fixed count of dead rows, not a fifth of the table: with a week of
