@@ -119,10 +119,11 @@ TEST_CASE("the C++ API tour runs", "[queue][docs]") {
     // Another producer adds a job once the tour waits for a notification.
     auto producer = [&]() -> asio::awaitable<void> {
       session s(db.dsn());
-      while (s.integer("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-                       "AND query LIKE 'LISTEN%' AND state = 'idle'") == 0) {
-        co_await pause(std::chrono::milliseconds(10));
-      }
+      co_await eventually([&] {
+        return s.integer(
+                   "SELECT count(*) FROM pg_stat_activity WHERE datname = "
+                   "current_database() AND query LIKE 'LISTEN%' AND state = 'idle'") > 0;
+      });
       s.query("SELECT pgqueue.enqueue('emails', '{}')");
     };
     using namespace asio::experimental::awaitable_operators;

@@ -1,11 +1,13 @@
 // Installing and re-installing sql/pgqueue.sql: idempotent, concurrent-safe, refuses downgrades,
 // and every function pins its search_path.
 #include <thread>
+#include <vector>
 
 #include <catch2/catch.hpp>
 
 #include "support/database.hpp"
 #include "support/role.hpp"
+#include "support/schema.hpp"
 #include "support/session.hpp"
 
 namespace sql_install_test {
@@ -14,21 +16,37 @@ using namespace pgq_test;
 
 namespace {
 
-// Everything the install defines, as text: two equal snapshots mean a re-run changed nothing.
+// Everything the install defines (schema_structure), plus what a re-run must not touch either:
+// each relation's file (a rewrite) and the version row's install time. Two equal snapshots
+// mean a re-run changed nothing.
 std::string schema_snapshot(session& s) {
-  return *s.scalar(R"(
-    SELECT md5(string_agg(x, E'\n' ORDER BY x)) FROM (
-      SELECT 'f ' || p.oid::regprocedure::text || ' ' || md5(pg_get_functiondef(p.oid)) AS x
-        FROM pg_proc p WHERE p.pronamespace = 'pgqueue'::regnamespace
-      UNION ALL SELECT 'i ' || indexrelid::regclass::text || ' ' || pg_get_indexdef(indexrelid)
-        FROM pg_index WHERE indrelid = 'pgqueue.jobs'::regclass
-      UNION ALL SELECT 'c ' || conname || ' ' || pg_get_constraintdef(oid)
-        FROM pg_constraint WHERE conrelid = 'pgqueue.jobs'::regclass
-      UNION ALL SELECT 't ' || tgname || ' ' || pg_get_triggerdef(oid)
-        FROM pg_trigger WHERE tgrelid = 'pgqueue.jobs'::regclass
-      UNION ALL SELECT 'v ' || version || ' ' || installed_at FROM pgqueue.schema_version
-      UNION ALL SELECT 'r ' || relname || ' ' || relfilenode FROM pg_class
+  return schema_structure(s) + "\n" + *s.scalar(R"(
+    SELECT string_agg(x, E'\n' ORDER BY x) FROM (
+      SELECT 'installed ' || installed_at AS x FROM pgqueue.schema_version
+      UNION ALL SELECT 'file ' || relname || ' ' || relfilenode FROM pg_class
         WHERE relnamespace = 'pgqueue'::regnamespace) s)");
+}
+
+// Runs the file from two sessions at once, each first running `setup`; returns what each threw
+// ("" for nothing).
+std::vector<std::string> install_twice_at_once(const scratch_database& db,
+                                               const std::string& setup = "") {
+  const std::string sql = read_file(schema_file());
+  std::vector<std::string> errors(2);
+  std::thread workers[2];
+  for (int i = 0; i < 2; ++i) {
+    workers[i] = std::thread([&, i] {
+      try {
+        session s(db.dsn());
+        if (!setup.empty()) s.query(setup);
+        s.script(sql);
+      } catch (const std::exception& e) {
+        errors[i] = e.what();
+      }
+    });
+  }
+  for (auto& w : workers) w.join();
+  return errors;
 }
 
 }  // namespace
@@ -74,22 +92,7 @@ TEST_CASE("the jobs table is vacuumed by dead rows, and an operator's settings s
 
 TEST_CASE("two sessions installing at once both succeed", "[install][concurrency]") {
   scratch_database db(false);
-  const std::string sql = read_file(schema_file());
-  std::string errors[2];
-  std::thread workers[2];
-  for (int i = 0; i < 2; ++i) {
-    workers[i] = std::thread([&, i] {
-      try {
-        session s(db.dsn());
-        s.script(sql);
-      } catch (const std::exception& e) {
-        errors[i] = e.what();
-      }
-    });
-  }
-  for (auto& w : workers) w.join();
-  CHECK(errors[0] == "");
-  CHECK(errors[1] == "");
+  CHECK(install_twice_at_once(db) == std::vector<std::string>{"", ""});
   session s(db.dsn());
   CHECK(s.integer("SELECT count(*) FROM pgqueue.schema_version") == 1);
 }
@@ -97,23 +100,8 @@ TEST_CASE("two sessions installing at once both succeed", "[install][concurrency
 TEST_CASE("two installs at once both succeed whatever the sessions' default isolation level",
           "[install][concurrency]") {
   scratch_database db(false);
-  const std::string sql = read_file(schema_file());
-  std::string errors[2];
-  std::thread workers[2];
-  for (int i = 0; i < 2; ++i) {
-    workers[i] = std::thread([&, i] {
-      try {
-        session s(db.dsn());
-        s.query("SET default_transaction_isolation = 'serializable'");
-        s.script(sql);
-      } catch (const std::exception& e) {
-        errors[i] = e.what();
-      }
-    });
-  }
-  for (auto& w : workers) w.join();
-  CHECK(errors[0] == "");
-  CHECK(errors[1] == "");
+  CHECK(install_twice_at_once(db, "SET default_transaction_isolation = 'serializable'") ==
+        std::vector<std::string>{"", ""});
   session s(db.dsn());
   CHECK(s.integer("SELECT version FROM pgqueue.schema_version") == 4);
 }
@@ -143,8 +131,7 @@ TEST_CASE("a role other than the schema's owner may not run the file, a superuse
   CHECK(schema_snapshot(admin) == before);
 }
 
-TEST_CASE("a run that changes nothing does not wait for a transaction reading depth",
-          "[install]") {
+TEST_CASE("a run that changes nothing does not wait for a transaction reading depth", "[install]") {
   scratch_database db;
   session dashboard(db.dsn());
   dashboard.script("BEGIN; SELECT * FROM pgqueue.depth");  // holds the view until it ends

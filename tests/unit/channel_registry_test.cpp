@@ -7,11 +7,11 @@
 #include <string>
 #include <vector>
 
-#include <asio/bind_executor.hpp>
 #include <asio/io_context.hpp>
-#include <asio/strand.hpp>
 #include <catch2/catch.hpp>
 #include <pgqueue/pg/detail/channel_registry.hpp>
+
+#include "scripted_operation.hpp"
 
 namespace unit_channel_registry_test {
 
@@ -29,17 +29,22 @@ struct waiter {
   std::shared_ptr<detail::operation<notification>> op;
 
   explicit waiter(asio::io_context& io) {
-    // Bound to the io_context's executor, as a coroutine's handler is to its own.
-    op = std::make_shared<detail::operation<notification>>(
-        asio::bind_executor(io.get_executor(),
-                            [this](std::exception_ptr e, notification n) {
-                              completed = true;
-                              error = e;
-                              if (!e) got = std::move(n);
-                            }),
-        asio::make_strand(asio::any_io_executor(io.get_executor())));
+    op = unit_support::scripted_operation<notification>(
+        io, [this](std::exception_ptr e, notification n) {
+          completed = true;
+          error = e;
+          if (!e) got = std::move(n);
+        });
   }
 };
+
+// A subscription to `channel` whose LISTEN went through.
+std::shared_ptr<subscription_state> subscribed(channel_registry& r, const std::string& channel) {
+  auto s = std::make_shared<subscription_state>(channel);
+  r.begin_listen(channel);
+  r.end_listen(channel, s);
+  return s;
+}
 
 notification note(const std::string& channel, const std::string& payload) {
   return notification{channel, payload, 42, false};
@@ -75,12 +80,8 @@ TEST_CASE("notifications reach their channel's subscriptions in order; a reconne
           "[channel_registry]") {
   asio::io_context io;
   channel_registry r;
-  auto a = std::make_shared<subscription_state>("a");
-  auto b = std::make_shared<subscription_state>("b");
-  r.begin_listen("a");
-  r.end_listen("a", a);
-  r.begin_listen("b");
-  r.end_listen("b", b);
+  auto a = subscribed(r, "a");
+  auto b = subscribed(r, "b");
   r.dispatch(note("a", "1"));
   r.dispatch(note("a", "2"));
   r.dispatch(note("nobody", "x"));
@@ -150,12 +151,8 @@ TEST_CASE("a refused re-LISTEN ends only that channel's subscriptions, waiting o
           "[channel_registry]") {
   asio::io_context io;
   channel_registry r;
-  auto a = std::make_shared<subscription_state>("a");
-  auto b = std::make_shared<subscription_state>("b");
-  r.begin_listen("a");
-  r.end_listen("a", a);
-  r.begin_listen("b");
-  r.end_listen("b", b);
+  auto a = subscribed(r, "a");
+  auto b = subscribed(r, "b");
   waiter waiting(io);
   a->wait(waiting.op);
   r.fail_channel("a", std::make_exception_ptr(std::runtime_error("permission denied")));

@@ -8,11 +8,11 @@
 #include <string>
 #include <vector>
 
-#include <asio/bind_executor.hpp>
 #include <asio/io_context.hpp>
-#include <asio/strand.hpp>
 #include <catch2/catch.hpp>
 #include <pgqueue/pg/detail/request_queue.hpp>
+
+#include "scripted_operation.hpp"
 
 namespace unit_request_queue_test {
 
@@ -44,10 +44,8 @@ struct script {
     auto r = std::make_unique<request>();
     r->type = kind;
     r->sql = sql;
-    r->op = std::make_shared<detail::operation<result>>(
-        asio::bind_executor(io.get_executor(),
-                            [&o](std::exception_ptr, result) { o.caller_told = true; }),
-        asio::make_strand(asio::any_io_executor(io.get_executor())));
+    r->op = unit_support::scripted_operation<result>(
+        io, [&o](std::exception_ptr, result) { o.caller_told = true; });
     r->on_finish = [&o](const std::exception_ptr& e, bool abandoned) {
       o.finished = true;
       o.abandoned = abandoned;

@@ -528,12 +528,12 @@ BEGIN
   -- One inline test on the hot path; the helpers (a call each) only run to name the error.
   IF p_queue IS NULL OR p_payload IS NULL OR p_priority IS NULL OR p_run_after IS NULL
      OR p_max_attempts IS NULL OR p_wake IS NULL OR p_max_attempts < 1
-     OR octet_length(p_queue) NOT BETWEEN 1 AND 255 OR p_queue ~ '[[:cntrl:]]' THEN
+     OR octet_length(p_queue) NOT BETWEEN 1 AND 255 OR p_queue ~ '[[:cntrl:]]'
+     OR octet_length(p_idempotency_key) > 255 THEN
     PERFORM pgqueue.check_enqueue_args(p_queue, p_payload IS NULL, 'payload', p_priority,
                                        p_run_after, p_max_attempts, p_wake);
-  END IF;
-  IF octet_length(p_idempotency_key) > 255 THEN
-    PERFORM pgqueue.require_valid(false, 'idempotency_key must be at most 255 bytes');
+    PERFORM pgqueue.require_valid(coalesce(octet_length(p_idempotency_key), 0) <= 255,
+                                  'idempotency_key must be at most 255 bytes');
   END IF;
   IF NOT p_wake THEN
     PERFORM set_config('pgqueue.defer_wake', 'on', true);
