@@ -36,6 +36,7 @@
 #include "pgqueue/detail/event.hpp"
 #include "pgqueue/detail/job_outcome.hpp"
 #include "pgqueue/detail/shield.hpp"
+#include "pgqueue/detail/worker_schedule.hpp"
 #include "pgqueue/lease.hpp"
 #include "pgqueue/pg/detail/check_option.hpp"
 #include "pgqueue/queue.hpp"
@@ -230,10 +231,9 @@ class worker {
           auto slot = asio::get_associated_cancellation_slot(handler);
           if (slot.is_connected()) {
             slot.assign([ctl](asio::cancellation_type_t type) {
-              if (type == asio::cancellation_type::none) return;
-              const bool now =
-                  (type & (asio::cancellation_type::partial | asio::cancellation_type::total)) ==
-                  asio::cancellation_type::none;
+              const auto kind = detail::stop_for(type);
+              if (kind == detail::stop_kind::none) return;
+              const bool now = kind == detail::stop_kind::now;
               asio::post(ctl->strand, [ctl, now] {
                 if (!ctl->body) return;  // ended meanwhile
                 ctl->cancelled = true;
@@ -291,9 +291,14 @@ class worker {
   // Stops on the strand: gracefully (handlers get stop_timeout) or `now` (handlers cancelled
   // at once). A second request may only make the stop more urgent.
   void request_stop(bool now) {
-    if (stopping_ && (!now || stop_now_)) return;
+    const auto current = stop_now_    ? detail::stop_kind::now
+                         : stopping_ ? detail::stop_kind::graceful
+                                     : detail::stop_kind::none;
+    const auto next =
+        detail::merged(current, now ? detail::stop_kind::now : detail::stop_kind::graceful);
+    if (next == current) return;
     stopping_ = true;
-    if (now) stop_now_ = true;
+    stop_now_ = next == detail::stop_kind::now;
     stop_signal_.emit(asio::cancellation_type::terminal);
     for (auto& lane : lanes_) lane->request_stop(now);
     if (changed_) changed_->notify();
@@ -384,13 +389,15 @@ class worker {
     // LISTENed for the whole run: an idle period then costs the wait_hint and the claim that
     // ends it, not a LISTEN, a second check and an UNLISTEN as well.
     pg::subscription wakeups;
-    while (!stopping_) {
-      const int free = options_.concurrency - in_flight_;
-      if (free == 0) {
+    for (;;) {
+      const auto step =
+          detail::next_claim(stopping_, options_.concurrency, in_flight_, options_.claim_batch);
+      if (step.what == detail::claim_step::kind::stop) break;
+      if (step.what == detail::claim_step::kind::wait_for_slot) {
         co_await changed_->wait(std::chrono::seconds(1));
         continue;
       }
-      const int want = std::min(free, options_.claim_batch);
+      const int want = step.want;
       std::vector<lease> got;
       bool dropped = false;
       try {
@@ -422,7 +429,7 @@ class worker {
       } catch (const error& e) {
         // The connection dropped and is reconnecting: claim again once it is back (the next
         // claim waits for the new session). Jobs a lost claim took come back at lease expiry.
-        if (stopping_ || !reconnecting(e)) throw;
+        if (!detail::claim_again_after_failure(stopping_, reconnecting(e))) throw;
         dropped = true;
         wakeups.unsubscribe();  // subscribed again once the session is back
       }
@@ -674,19 +681,27 @@ class worker {
 
   asio::awaitable<void> drain() {
     const auto deadline = clock::now() + options_.stop_timeout;
-    while (in_flight_ > 0 && !stop_now_ && clock::now() < deadline) {
-      co_await changed_->wait(std::chrono::duration_cast<std::chrono::milliseconds>(
-          deadline - clock::now() + std::chrono::milliseconds(1)));
-    }
-    if (in_flight_ > 0) {
-      forced_ = true;
-      for (auto handlers = handlers_; auto& r : handlers) {
-        r->cancel.emit(asio::cancellation_type::terminal);
+    for (;;) {
+      const auto now = clock::now();
+      switch (detail::next_drain_step({in_flight_, stop_now_, now >= deadline, forced_,
+                                       ack_in_flight_, janitor_running_})) {
+        case detail::drain_step::wait_for_handlers:
+          co_await changed_->wait(std::chrono::duration_cast<std::chrono::milliseconds>(
+              deadline - now + std::chrono::milliseconds(1)));
+          break;
+        case detail::drain_step::cancel_handlers:
+          forced_ = true;
+          for (auto handlers = handlers_; auto& r : handlers) {
+            r->cancel.emit(asio::cancellation_type::terminal);
+          }
+          break;
+        case detail::drain_step::wait_for_rest:
+          changed_->notify();  // wakes the janitor loop so it sees stopping_
+          co_await changed_->wait(std::chrono::milliseconds(100));
+          break;
+        case detail::drain_step::done:
+          co_return;
       }
-    }
-    while (in_flight_ > 0 || ack_in_flight_ || janitor_running_) {
-      changed_->notify();  // wakes the janitor loop so it sees stopping_
-      co_await changed_->wait(std::chrono::milliseconds(100));
     }
   }
 

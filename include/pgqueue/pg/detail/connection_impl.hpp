@@ -40,6 +40,7 @@
 #include "pgqueue/pg/detail/session_loss.hpp"
 #include "pgqueue/pg/detail/socket_watch.hpp"
 #include "pgqueue/pg/detail/subscription_state.hpp"
+#include "pgqueue/pg/detail/watchdog.hpp"
 
 namespace pgqueue::pg::detail {
 
@@ -602,26 +603,32 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
   // server or a dead network, where only dropping the session frees the pipeline (PQcancel
   // would block the thread).
   void arm_watchdog() {
-    if (options_.statement_timeout.count() <= 0 || watchdog_armed_ || state_ != state::open ||
-        requests_.idle()) {
-      return;
-    }
+    if (watchdog_armed_) return;
+    const auto check = watchdog_now();
+    if (check.what == watchdog_check::verdict::off) return;
     watchdog_armed_ = true;
-    watchdog_.expires_at(progress_at_ + watchdog_limit());
+    watchdog_.expires_at(check.at);  // when expired already, the handler below runs at once
     watchdog_.async_wait([self = shared_from_this()](std::error_code ec) {
       self->watchdog_armed_ = false;
-      if (ec || self->state_ != state::open || self->requests_.idle()) return;
-      if (clock::now() < self->progress_at_ + self->watchdog_limit()) return self->arm_watchdog();
-      self->lose(errc::statement_timeout,
-                 "no answer from the server within " +
-                     std::to_string(self->watchdog_limit().count()) +
-                     " ms (statement_timeout + 1 s); the connection was dropped (the server may "
-                     "still run the statement)");
+      if (ec) return;
+      switch (self->watchdog_now().what) {
+        case watchdog_check::verdict::off:
+          return;
+        case watchdog_check::verdict::wait:  // answers came meanwhile
+          return self->arm_watchdog();
+        case watchdog_check::verdict::expired:
+          self->lose(errc::statement_timeout,
+                     "no answer from the server within " +
+                         std::to_string(watchdog_limit(self->options_.statement_timeout).count()) +
+                         " ms (statement_timeout + 1 s); the connection was dropped (the server "
+                         "may still run the statement)");
+      }
     });
   }
 
-  std::chrono::milliseconds watchdog_limit() const {
-    return options_.statement_timeout + std::chrono::seconds(1);
+  watchdog_check watchdog_now() const {
+    return check_watchdog(options_.statement_timeout, state_ == state::open, !requests_.idle(),
+                          progress_at_, clock::now());
   }
 
   std::exception_ptr closed_error() const {
