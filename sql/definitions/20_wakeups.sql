@@ -19,13 +19,14 @@ BEGIN
 END
 $$;
 
--- The insert trigger: any INSERT into pgqueue.jobs (enqueue's, or a direct one) admits its
--- ready jobs below their claim floors and wakes the listeners of each queue that received a
+-- The insert trigger: any INSERT into pgqueue.jobs (enqueue_batch's, or a direct one) admits
+-- its ready jobs below their claim floors and wakes the listeners of each queue that received a
 -- ready job, once per statement. Jobs due later wake them too: an idle claimer then learns the
 -- new, earlier due time (pgqueue.wait_hint) instead of sleeping through it.
--- enqueue(..., p_wake => false) suppresses the wake-up because its caller calls wake() after
--- commit. The admission is pgqueue.floor_admit's, written out here: on the one-job enqueue,
--- calling it and notify_queue (each SECURITY DEFINER with a SET clause) cost 6 us of 35.
+-- enqueue_batch(..., p_wake => false) suppresses the wake-up because its caller calls wake()
+-- after commit; enqueue does both itself (pgqueue.admitting). The admission is
+-- pgqueue.floor_admit's, written out here: calling it and notify_queue (each SECURITY DEFINER
+-- with a SET clause) cost 6 us of 35.
 CREATE OR REPLACE FUNCTION pgqueue.notify_new_job()
 RETURNS trigger
 LANGUAGE plpgsql
@@ -36,6 +37,9 @@ DECLARE
   v_first record;
   v_above boolean;
 BEGIN
+  IF current_setting('pgqueue.admitting', true) = 'on' THEN
+    RETURN NULL;
+  END IF;
   FOR v_first IN
     SELECT DISTINCT ON (n.queue, n.priority) n.queue, n.priority, n.run_after, n.id
       FROM new_jobs n

@@ -2,9 +2,16 @@
 
 -- Adds one job and returns its id. With an idempotency key, the job already holding that key
 -- in the queue is returned instead (also under concurrent calls: no unique violation escapes).
--- Listeners are woken at commit (by the insert trigger; when the key already existed, by this
--- function, since the caller may count on it to announce other jobs too). p_wake => false
--- defers the wake-up to a pgqueue.wake(queue) the caller runs after commit.
+-- Listeners are woken at commit (also when the key already existed, since the caller may count
+-- on it to announce other jobs too). p_wake => false defers the wake-up to a pgqueue.wake(queue)
+-- the caller runs after commit. A job due now (run_after left at its default, now()) gets the
+-- time of this call, not of its transaction's start.
+-- It admits its job under the claim floors itself, cheaper than the insert trigger (which it
+-- tells to stand aside). The floor lock comes first, so no floor moves past the time read right
+-- after it: a job due at that time or later is above every floor without reading one, once
+-- its queue and priority have a floor at all. This session remembers that (a floor, once made,
+-- stays): the read cost 6 us of a 30 us enqueue. A job due earlier, or the first of its
+-- priority that this session enqueues, reads its floor as floor_admit does.
 CREATE OR REPLACE FUNCTION pgqueue.enqueue(
   p_queue text,
   p_payload jsonb,
@@ -22,6 +29,11 @@ SET jit = off
 AS $$
 DECLARE
   v_id bigint;
+  v_locked_at timestamptz;
+  v_run_after timestamptz;
+  v_inserted boolean := true;
+  v_known text;
+  v_above boolean;
 BEGIN
   -- One inline test on the hot path; the helpers (a call each) only run to name the error.
   IF p_queue IS NULL OR p_payload IS NULL OR p_priority IS NULL OR p_run_after IS NULL
@@ -33,33 +45,50 @@ BEGIN
     PERFORM pgqueue.require_valid(coalesce(octet_length(p_idempotency_key), 0) <= 255,
                                   'idempotency_key must be at most 255 bytes');
   END IF;
-  IF NOT p_wake THEN
-    PERFORM set_config('pgqueue.defer_wake', 'on', true);
-  END IF;
+  PERFORM pg_advisory_xact_lock_shared(1885434739, hashtext(p_queue));
+  v_locked_at := clock_timestamp();
+  v_run_after := CASE WHEN p_run_after = now() THEN v_locked_at ELSE p_run_after END;
+  PERFORM set_config('pgqueue.admitting', 'on', true);  -- the trigger stands aside
   -- Without a key, a plain insert: ON CONFLICT makes an insert speculative, which costs a
   -- WAL record more per row even where the key's index does not apply.
   IF p_idempotency_key IS NULL THEN
     INSERT INTO pgqueue.jobs (queue, payload, priority, run_after, max_attempts)
-    VALUES (p_queue, p_payload, p_priority, p_run_after, p_max_attempts)
+    VALUES (p_queue, p_payload, p_priority, v_run_after, p_max_attempts)
     RETURNING id INTO v_id;
-  END IF;
-  WHILE v_id IS NULL LOOP
-    INSERT INTO pgqueue.jobs (queue, payload, idempotency_key, priority, run_after, max_attempts)
-    VALUES (p_queue, p_payload, p_idempotency_key, p_priority, p_run_after, p_max_attempts)
-    ON CONFLICT (queue, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
-    RETURNING id INTO v_id;
-    IF v_id IS NULL THEN
+  ELSE
+    LOOP
+      INSERT INTO pgqueue.jobs (queue, payload, idempotency_key, priority, run_after, max_attempts)
+      VALUES (p_queue, p_payload, p_idempotency_key, p_priority, v_run_after, p_max_attempts)
+      ON CONFLICT (queue, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+      RETURNING id INTO v_id;
+      EXIT WHEN v_id IS NOT NULL;
       -- Conflict: the holder of the key committed before us (ON CONFLICT waited for it).
       SELECT j.id INTO v_id FROM pgqueue.jobs j
        WHERE j.queue = p_queue AND j.idempotency_key = p_idempotency_key;
-      IF p_wake THEN
-        PERFORM pgqueue.notify_queue(p_queue);
-      END IF;
+      v_inserted := false;
+      EXIT WHEN v_id IS NOT NULL;
+      -- The holder was deleted in between: insert again.
+    END LOOP;
+  END IF;
+  PERFORM set_config('pgqueue.admitting', 'off', true);
+  v_known := 'pgqueue.floor_known_' || md5(p_priority || ' ' || p_queue);
+  IF v_inserted AND (v_run_after < v_locked_at OR current_setting(v_known, true) IS NULL) THEN
+    -- This statement's snapshot is taken after the lock (in READ COMMITTED): any move is in it.
+    SELECT (v_run_after, v_id) >= (f.run_after, f.id) INTO v_above
+      FROM pgqueue.ready_floor f
+     WHERE f.queue = p_queue AND f.priority = p_priority;
+    IF v_above IS NOT NULL THEN
+      -- A session setting, undone with the transaction should it roll back.
+      PERFORM set_config(v_known, 'on', false);
     END IF;
-    -- Still NULL: the holder was deleted in between, so insert again.
-  END LOOP;
-  IF NOT p_wake THEN
-    PERFORM set_config('pgqueue.defer_wake', 'off', true);
+    IF NOT coalesce(v_above AND (current_setting('transaction_isolation') = 'read committed'
+                                 OR v_run_after >= v_locked_at), false) THEN
+      INSERT INTO pgqueue.ready_floor_below (queue, priority, run_after, id)
+      VALUES (p_queue, p_priority, v_run_after, v_id);
+    END IF;
+  END IF;
+  IF p_wake THEN
+    PERFORM pg_notify(pgqueue.channel(p_queue), p_queue);  -- folds with others of this queue
   END IF;
   RETURN v_id;
 END
@@ -67,7 +96,8 @@ $$;
 
 -- Adds many jobs to one queue in one statement and returns their ids in input order. Keys
 -- (optional, same length as the payloads) dedupe against existing jobs and within the batch.
--- Wakes listeners as enqueue does (with keys, also when every key already existed).
+-- Wakes listeners as enqueue does (with keys, also when every key already existed). Jobs due
+-- now get the time of this call, as enqueue's do.
 CREATE OR REPLACE FUNCTION pgqueue.enqueue_batch(
   p_queue text,
   p_payloads jsonb[],
@@ -87,6 +117,7 @@ AS $$
 DECLARE
   v_n int;
   v_ids bigint[];
+  v_run_after timestamptz;
 BEGIN
   IF p_queue IS NULL OR p_payloads IS NULL OR p_priority IS NULL OR p_run_after IS NULL
      OR p_max_attempts IS NULL OR p_wake IS NULL OR p_max_attempts < 1
@@ -118,19 +149,21 @@ BEGIN
   END IF;
   -- Ids are drawn first so each input position knows its id without relying on RETURNING order.
   v_ids := ARRAY(SELECT nextval('pgqueue.jobs_id_seq') FROM generate_series(1, v_n));
+  -- Due now: from this call, as enqueue's jobs (a transaction's jobs stay in call order).
+  v_run_after := CASE WHEN p_run_after = now() THEN clock_timestamp() ELSE p_run_after END;
   IF NOT p_wake THEN
     PERFORM set_config('pgqueue.defer_wake', 'on', true);
   END IF;
   IF p_idempotency_keys IS NULL THEN
     -- A plain insert, as in enqueue.
     INSERT INTO pgqueue.jobs (id, queue, payload, priority, run_after, max_attempts)
-    SELECT v_ids[t.ord], p_queue, t.payload, p_priority, p_run_after, p_max_attempts
+    SELECT v_ids[t.ord], p_queue, t.payload, p_priority, v_run_after, p_max_attempts
       FROM unnest(p_payloads) WITH ORDINALITY AS t(payload, ord)
      ORDER BY t.ord;
   ELSE
     INSERT INTO pgqueue.jobs (id, queue, payload, idempotency_key, priority, run_after,
                               max_attempts)
-    SELECT v_ids[t.ord], p_queue, t.payload, t.key, p_priority, p_run_after, p_max_attempts
+    SELECT v_ids[t.ord], p_queue, t.payload, t.key, p_priority, v_run_after, p_max_attempts
       FROM unnest(p_payloads, p_idempotency_keys) WITH ORDINALITY AS t(payload, key, ord)
      ORDER BY t.ord
     ON CONFLICT (queue, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING;

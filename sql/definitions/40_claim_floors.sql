@@ -10,11 +10,14 @@
 -- the two-int space (1885434739 = 'pgqs', and the queue's hash), apart from applications'
 -- one-bigint advisory locks; two queues sharing a hash only share the lock.
 
--- Admits a job made ready at (p_run_after, p_id) in claim order, after its row was written:
--- notes it below when it is below its floor (the insert trigger does the same inline). Usually
--- one index probe and no write. In REPEATABLE READ or SERIALIZABLE the snapshot may predate a
--- move, so there a job is noted unless it is due no earlier than now (a move never puts a
--- floor above its own time).
+-- Admits a job made ready again at (p_run_after, p_id) in claim order (a nack, release, reset
+-- or retry of a job that was ready before), after its row was written: notes it below when it
+-- is below its floor. A job due no earlier than the time read once the lock is held is above
+-- the floor (a move never puts a floor above its own time, and none runs while the lock is
+-- held): no read. Its queue and priority have a floor or a note already (the job was admitted
+-- when enqueued, and floor_advance turns notes into floors). Otherwise one index probe, and
+-- rarely a write. In REPEATABLE READ or SERIALIZABLE the snapshot may predate a move, so there
+-- such a job is always noted.
 CREATE OR REPLACE FUNCTION pgqueue.floor_admit(
   p_queue text, p_priority int, p_run_after timestamptz, p_id bigint)
 RETURNS void
@@ -25,12 +28,14 @@ DECLARE
   v_above boolean;
 BEGIN
   PERFORM pg_advisory_xact_lock_shared(1885434739, hashtext(p_queue));
+  IF p_run_after >= clock_timestamp() THEN
+    RETURN;
+  END IF;
   -- In READ COMMITTED this statement's snapshot is taken after the lock: any move is in it.
   SELECT (p_run_after, p_id) >= (f.run_after, f.id) INTO v_above
     FROM pgqueue.ready_floor f
    WHERE f.queue = p_queue AND f.priority = p_priority;
-  IF v_above AND (current_setting('transaction_isolation') = 'read committed'
-                  OR p_run_after >= clock_timestamp()) THEN
+  IF v_above AND current_setting('transaction_isolation') = 'read committed' THEN
     RETURN;
   END IF;
   INSERT INTO pgqueue.ready_floor_below (queue, priority, run_after, id)

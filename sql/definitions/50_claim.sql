@@ -62,7 +62,7 @@ END
 $$;
 
 -- Claims up to p_limit due jobs of a queue for p_worker_id: highest priority first, then the
--- job due longest, then the lowest id. SKIP LOCKED lets concurrent claimers take different
+-- job due longest, then the lowest id (the rows come back in that order). SKIP LOCKED lets concurrent claimers take different
 -- jobs without waiting. Each claim counts an attempt and takes a new lease_token, the fencing
 -- token that heartbeat, ack, nack and release take. Runs due maintenance first (expired
 -- leases taken back, at most once a second database-wide), so their jobs can be claimed here.
@@ -93,9 +93,7 @@ SET jit = off
 SET plan_cache_mode = force_generic_plan
 AS $$
 DECLARE
-  v_floor record;
-  v_left int := p_limit;
-  v_got int;
+  v_floor_check text;
 BEGIN
   IF p_queue IS NULL OR p_worker_id IS NULL OR p_limit IS NULL OR p_lease_for IS NULL
      OR p_limit NOT BETWEEN 1 AND 10000 OR p_lease_for <= interval '0'
@@ -114,57 +112,70 @@ BEGIN
        'pgqueue.maintenance_checked_at', true), ''), '0')::float8 + 1 THEN
     PERFORM pgqueue.maintain_if_due();
   END IF;
+  -- Whether the queue's floors are due to move, at most once a second per session and queue
+  -- (a session setting, as maintenance): the check read two tables on every claim, a third of
+  -- an idle claim's cost. Between checks, jobs noted below a floor are still claimed (claims
+  -- start at the lower of the two), and a floor left behind costs only dead entries read.
   -- A move holds the queue's enqueues back until this transaction ends: only when the claim
   -- is most likely a transaction of its own (it began with this statement, within 5 ms: the
   -- extended protocol starts it at Parse), not a statement in a longer one.
-  IF statement_timestamp() - transaction_timestamp() < interval '5 milliseconds'
-     AND EXISTS (SELECT FROM pgqueue.ready_floor f
+  IF statement_timestamp() - transaction_timestamp() < interval '5 milliseconds' THEN
+    v_floor_check := 'pgqueue.floor_checked_' || to_hex(hashtext(p_queue));
+    IF extract(epoch FROM now()) >= coalesce(nullif(current_setting(v_floor_check, true), ''),
+                                             '0')::float8 + 1 THEN
+      PERFORM set_config(v_floor_check, extract(epoch FROM now())::text, false);
+      IF EXISTS (SELECT FROM pgqueue.ready_floor f
                   WHERE f.queue = p_queue AND f.moved_at < now() - interval '1 second'
                  UNION ALL
                  SELECT FROM pgqueue.ready_floor_below b WHERE b.queue = p_queue) THEN
-    PERFORM pgqueue.floor_advance(p_queue);
+        PERFORM pgqueue.floor_advance(p_queue);
+      END IF;
+    END IF;
   END IF;
-  -- One priority at a time, highest first, each from its floor: within a priority the index is
+  -- One statement: the priorities' floors, highest first, and for each the jobs from its floor
   -- in run_after order, so the scan stops at the first job not yet due instead of reading past
   -- every scheduled job (a backlog of future jobs would otherwise make each claim read all of
-  -- them), and starts past the dead entries below the floor.
-  FOR v_floor IN
-    SELECT f.priority, f.run_after, f.id FROM pgqueue.floor_starts(p_queue) f
+  -- them), and starts past the dead entries below the floor. The nested loop yields a
+  -- priority's jobs in the index's order and reaches the next priority only while the limit is
+  -- not met, so no row is locked that is not claimed (but those another claimer holds: SKIP
+  -- LOCKED passes them).
+  RETURN QUERY
+  WITH next_jobs AS (
+    SELECT n.id
+      FROM pgqueue.floor_starts(p_queue) f
+     CROSS JOIN LATERAL (
+       SELECT j.id
+         FROM pgqueue.jobs j
+        WHERE j.queue = p_queue
+          AND j.state = 'ready'
+          AND j.priority = f.priority
+          AND (j.run_after, j.id) >= (f.run_after, f.id)
+          AND j.run_after <= now()
+          AND j.attempts < j.max_attempts
+        ORDER BY j.run_after, j.id
+        LIMIT p_limit
+          FOR UPDATE SKIP LOCKED) n
      WHERE f.run_after <= now()
      ORDER BY f.priority DESC
-  LOOP
-    RETURN QUERY
-    WITH next_jobs AS (
-      SELECT j.id
-        FROM pgqueue.jobs j
-       WHERE j.queue = p_queue
-         AND j.state = 'ready'
-         AND j.priority = v_floor.priority
-         AND (j.run_after, j.id) >= (v_floor.run_after, v_floor.id)
-         AND j.run_after <= now()
-         AND j.attempts < j.max_attempts
-       ORDER BY j.run_after, j.id
-       LIMIT v_left
-         FOR UPDATE SKIP LOCKED
-    ), claimed AS (
-      UPDATE pgqueue.jobs j
-         SET state = 'claimed',
-             claimed_by = p_worker_id,
-             claimed_at = now(),
-             lease_until = now() + p_lease_for,
-             attempts = j.attempts + 1,
-             lease_token = CASE WHEN j.lease_token < 0 THEN greatest(j.attempts, j.max_attempts)
-                                ELSE greatest(j.lease_token, j.attempts) END + 1,
-             updated_at = now()
-       WHERE j.id = ANY (ARRAY(SELECT n.id FROM next_jobs n))
-      RETURNING j.id, j.queue, j.payload, j.priority, j.attempts, j.max_attempts, j.claimed_at,
-                j.lease_until, j.lease_token
-    )
-    SELECT c.* FROM claimed c ORDER BY c.id;
-    GET DIAGNOSTICS v_got = ROW_COUNT;
-    v_left := v_left - v_got;
-    EXIT WHEN v_left = 0;
-  END LOOP;
+     LIMIT p_limit
+  ), claimed AS (
+    UPDATE pgqueue.jobs j
+       SET state = 'claimed',
+           claimed_by = p_worker_id,
+           claimed_at = now(),
+           lease_until = now() + p_lease_for,
+           attempts = j.attempts + 1,
+           lease_token = CASE WHEN j.lease_token < 0 THEN greatest(j.attempts, j.max_attempts)
+                              ELSE greatest(j.lease_token, j.attempts) END + 1,
+           updated_at = now()
+     WHERE j.id = ANY (ARRAY(SELECT n.id FROM next_jobs n))
+    RETURNING j.id, j.queue, j.payload, j.priority, j.attempts, j.max_attempts, j.claimed_at,
+              j.lease_until, j.lease_token, j.run_after
+  )
+  SELECT c.id, c.queue, c.payload, c.priority, c.attempts, c.max_attempts, c.claimed_at,
+         c.lease_until, c.lease_token
+    FROM claimed c
+   ORDER BY c.priority DESC, c.run_after, c.id;  -- claim order
 END
 $$;
 

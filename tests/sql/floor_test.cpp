@@ -93,12 +93,12 @@ TEST_CASE("a job committed late with an older run_after is claimed before later 
   scratch_database db;
   session s(db.dsn());
   session late(db.dsn());
-  drain(s, "q");
   enqueue(s, "q");
-  drain(s, "q");  // the queue's floor exists, below nothing
+  drain(s, "q");
+  move_floor(s, "q");  // the queue's floor exists, below nothing
 
   late.query("BEGIN");
-  const auto x = enqueue(late, "q");  // run_after: when its transaction began
+  const auto x = enqueue(late, "q");  // run_after: this call's time
   const auto y = enqueue(s, "q");
   const auto before = floor_of(s, "q");
   move_floor(s, "q");
@@ -169,10 +169,12 @@ TEST_CASE("an enqueue in REPEATABLE READ from before a floor move is claimed fir
   enqueue(s, "q");
   drain(s, "q");
   rr.query("BEGIN ISOLATION LEVEL REPEATABLE READ");
-  rr.query("SELECT 1");  // its snapshot, and now(): the run_after of what it enqueues
+  rr.query("SELECT 1");  // its snapshot, and now()
   const auto later = enqueue(s, "q");
   move_floor(s, "q");  // to `later`, after that snapshot
-  const auto id = enqueue(rr, "q");
+  // Due before its transaction began: older than `later`, below the floor its snapshot missed.
+  const auto id =
+      rr.integer("SELECT pgqueue.enqueue('q', '{}', NULL, 0, now() - interval '1 millisecond')");
   // Another producer of the queue does not wait for it.
   other.query("SET statement_timeout = '2s'");
   CHECK(other.error_of("SELECT pgqueue.enqueue('q', '{}')") == "");

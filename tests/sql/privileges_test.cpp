@@ -150,13 +150,13 @@ TEST_CASE("the insert trigger and deferred wake-ups work for a producer", "[priv
   REQUIRE(n);
   CHECK(n->second == "q");
 
-  // p_wake => false sets pgqueue.defer_wake inside the (owner's) function: the trigger stays
-  // quiet until the producer's own wake().
+  // enqueue sets pgqueue.admitting inside the (owner's) function: the trigger stands aside,
+  // and with p_wake => false nothing is announced until the producer's own wake().
   // It is switched off again before the function returns, so a later insert in the same
   // transaction is announced as usual.
   s.query("BEGIN");
   s.query("SELECT pgqueue.enqueue('q', '{}', p_wake => false)");
-  CHECK(*s.scalar("SELECT current_setting('pgqueue.defer_wake')") == "off");
+  CHECK(*s.scalar("SELECT current_setting('pgqueue.admitting')") == "off");
   s.query("COMMIT");
   CHECK_FALSE(listener.wait_notification(200));
   s.query("SELECT pgqueue.wake('q')");

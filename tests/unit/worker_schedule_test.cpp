@@ -83,8 +83,7 @@ TEST_CASE("a graceful stop waits for its handlers, then for their acks", "[worke
 TEST_CASE("stop_timeout passing cancels the handlers, once, and waits until they end",
           "[worker_schedule]") {
   shutdown_script s{{1, false, false, false, false, false}, {}};
-  s.run({[](drain_state& d) { d.past_deadline = true; },
-         [](drain_state& d) { d.in_flight = 0; }});
+  s.run({[](drain_state& d) { d.past_deadline = true; }, [](drain_state& d) { d.in_flight = 0; }});
   CHECK(s.steps == std::vector{drain_step::wait_for_handlers, drain_step::cancel_handlers,
                                drain_step::wait_for_rest, drain_step::done});
 }
