@@ -9,5 +9,6 @@
 #include "pgqueue/migrate.hpp"
 #include "pgqueue/queue.hpp"
 #include "pgqueue/queue_options.hpp"
+#include "pgqueue/transaction.hpp"
 #include "pgqueue/worker.hpp"
 #include "pgqueue/worker_options.hpp"

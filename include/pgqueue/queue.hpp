@@ -32,6 +32,7 @@
 #include "pgqueue/lease.hpp"
 #include "pgqueue/pg/detail/check_option.hpp"
 #include "pgqueue/pg/notification.hpp"
+#include "pgqueue/pg/transaction.hpp"
 #include "pgqueue/queue_options.hpp"
 
 namespace pgqueue {
@@ -91,6 +92,27 @@ class queue {
       std::vector<std::string> payloads, enqueue_options opts = {},
       std::vector<std::optional<std::string>> keys = {}) {
     return do_enqueue_batch(s_, std::move(payloads), std::move(opts), std::move(keys));
+  }
+
+  /// Adds a job inside `tx`, the application's transaction: the job exists if and only if `tx`
+  /// commits, and listeners are woken at that commit (never for a rollback). One round trip on
+  /// the transaction's session. Throws as `enqueue` (a server error also fails `tx`: roll it
+  /// back), and `errc::closed` when `tx` has ended. The queue handle's own connection is not
+  /// used. A cancel before the request is sent adds nothing; once sent, the call waits for
+  /// the answer (the transaction's fate decides the job's).
+  asio::awaitable<std::int64_t> enqueue(const pg::transaction& tx, std::string_view payload,
+                                        enqueue_options opts = {}) {
+    std::optional<std::string> key;
+    if (opts.idempotency_key) key.emplace(*opts.idempotency_key);
+    return do_enqueue_in(s_->name, tx, std::string(payload), std::move(key), opts);
+  }
+
+  /// As `enqueue_batch`, inside `tx` (see `enqueue(tx, ...)`): all the jobs exist if and only
+  /// if `tx` commits.
+  asio::awaitable<std::vector<std::int64_t>> enqueue_batch(
+      const pg::transaction& tx, std::vector<std::string> payloads, enqueue_options opts = {},
+      std::vector<std::optional<std::string>> keys = {}) {
+    return do_enqueue_batch_in(s_->name, tx, std::move(payloads), std::move(opts), std::move(keys));
   }
 
   /// Claims the next due job, or returns nothing at once when there is none. One round trip.
@@ -309,26 +331,24 @@ class queue {
     co_return out;
   }
 
-  static asio::awaitable<std::int64_t> do_enqueue(std::shared_ptr<detail::queue_state> s,
-                                                  std::string payload,
-                                                  std::optional<std::string> key,
-                                                  enqueue_options opts) {
-    opts.idempotency_key.reset();  // use the owned copy: the caller's text may be gone by now
-    if (key) check_key(*key);
-    auto gate = try_carry(*s, opts);
-    pg::params p{s->name,           payload,        key, opts.priority, epoch(opts.run_after),
-                 opts.max_attempts, gate != nullptr};
-    auto r = co_await insert_and_wake(
-        s, std::move(gate), true,
-        "SELECT pgqueue.enqueue($1, $2::jsonb, $3, $4, coalesce(to_timestamp($5::float8), "
-        "now()), $6, $7)",
-        std::move(p));
-    co_return r.get<std::int64_t>(0, 0);
+  static constexpr const char* enqueue_sql =
+      "SELECT pgqueue.enqueue($1, $2::jsonb, $3, $4, coalesce(to_timestamp($5::float8), now()), "
+      "$6, $7)";
+  static constexpr const char* enqueue_batch_sql =
+      "SELECT unnest(pgqueue.enqueue_batch($1, $2::jsonb[], $3::text[], $4, "
+      "coalesce(to_timestamp($5::float8), now()), $6, $7))";
+
+  // enqueue's parameters; `wake`: the statement announces its job at its commit.
+  static pg::params enqueue_params(const std::string& queue, const std::string& payload,
+                                   const std::optional<std::string>& key,
+                                   const enqueue_options& opts, bool wake) {
+    return {queue, payload, key, opts.priority, epoch(opts.run_after), opts.max_attempts, wake};
   }
 
-  static asio::awaitable<std::vector<std::int64_t>> do_enqueue_batch(
-      std::shared_ptr<detail::queue_state> s, std::vector<std::string> payloads,
-      enqueue_options opts, std::vector<std::optional<std::string>> keys) {
+  // What enqueue_batch refuses before sending anything.
+  static void check_batch(const std::vector<std::string>& payloads,
+                          const std::vector<std::optional<std::string>>& keys,
+                          const enqueue_options& opts) {
     if (opts.idempotency_key) {
       throw error(errc::invalid_argument, "enqueue_batch takes one key per payload in `keys`");
     }
@@ -338,23 +358,72 @@ class queue {
     for (const auto& k : keys) {
       if (k) check_key(*k);
     }
-    pg::params p{s->name, payloads};
+  }
+
+  // enqueue_batch's parameters (checked by check_batch; `wake` as in enqueue_params).
+  static pg::params enqueue_batch_params(const std::string& queue,
+                                         const std::vector<std::string>& payloads,
+                                         const std::vector<std::optional<std::string>>& keys,
+                                         const enqueue_options& opts, bool wake) {
+    pg::params p{queue, payloads};
     if (keys.empty()) {
       p.add(std::nullopt);
     } else {
       p.add(keys);
     }
-    auto gate = payloads.empty() ? nullptr : try_carry(*s, opts);
-    p.add(opts.priority).add(epoch(opts.run_after)).add(opts.max_attempts).add(gate != nullptr);
-    auto r = co_await insert_and_wake(
-        s, std::move(gate), !payloads.empty(),
-        "SELECT unnest(pgqueue.enqueue_batch($1, $2::jsonb[], $3::text[], $4, "
-        "coalesce(to_timestamp($5::float8), now()), $6, $7))",
-        std::move(p));
+    p.add(opts.priority).add(epoch(opts.run_after)).add(opts.max_attempts).add(wake);
+    return p;
+  }
+
+  static std::vector<std::int64_t> ids_of(const pg::result& r) {
     std::vector<std::int64_t> ids;
     ids.reserve(r.rows());
     for (int i = 0; i < r.rows(); ++i) ids.push_back(r.get<std::int64_t>(i, 0));
-    co_return ids;
+    return ids;
+  }
+
+  static asio::awaitable<std::int64_t> do_enqueue(std::shared_ptr<detail::queue_state> s,
+                                                  std::string payload,
+                                                  std::optional<std::string> key,
+                                                  enqueue_options opts) {
+    opts.idempotency_key.reset();  // use the owned copy: the caller's text may be gone by now
+    if (key) check_key(*key);
+    auto gate = try_carry(*s, opts);
+    auto p = enqueue_params(s->name, payload, key, opts, gate != nullptr);
+    auto r = co_await insert_and_wake(s, std::move(gate), true, enqueue_sql, std::move(p));
+    co_return r.get<std::int64_t>(0, 0);
+  }
+
+  static asio::awaitable<std::vector<std::int64_t>> do_enqueue_batch(
+      std::shared_ptr<detail::queue_state> s, std::vector<std::string> payloads,
+      enqueue_options opts, std::vector<std::optional<std::string>> keys) {
+    check_batch(payloads, keys, opts);
+    auto gate = payloads.empty() ? nullptr : try_carry(*s, opts);
+    auto p = enqueue_batch_params(s->name, payloads, keys, opts, gate != nullptr);
+    auto r = co_await insert_and_wake(s, std::move(gate), !payloads.empty(), enqueue_batch_sql,
+                                      std::move(p));
+    co_return ids_of(r);
+  }
+
+  // In the caller's transaction: the wake-up goes out at its commit, from the trigger's NOTIFY
+  // (no gate: one transaction's notifications fold into one, and a rollback sends none).
+  static asio::awaitable<std::int64_t> do_enqueue_in(std::string queue, const pg::transaction& tx,
+                                                     std::string payload,
+                                                     std::optional<std::string> key,
+                                                     enqueue_options opts) {
+    if (key) check_key(*key);
+    auto p = enqueue_params(queue, payload, key, opts, true);
+    auto r = co_await tx.query_prepared(enqueue_sql, std::move(p), pg::cancel_until_sent);
+    co_return r.get<std::int64_t>(0, 0);
+  }
+
+  static asio::awaitable<std::vector<std::int64_t>> do_enqueue_batch_in(
+      std::string queue, const pg::transaction& tx, std::vector<std::string> payloads,
+      enqueue_options opts, std::vector<std::optional<std::string>> keys) {
+    check_batch(payloads, keys, opts);
+    auto p = enqueue_batch_params(queue, payloads, keys, opts, true);
+    auto r = co_await tx.query_prepared(enqueue_batch_sql, std::move(p), pg::cancel_until_sent);
+    co_return ids_of(r);
   }
 
   // Runs an enqueue statement. With `gate` it carries the queue's wake-up (its $7 is true) and

@@ -291,7 +291,7 @@ class worker {
   // Stops on the strand: gracefully (handlers get stop_timeout) or `now` (handlers cancelled
   // at once). A second request may only make the stop more urgent.
   void request_stop(bool now) {
-    const auto current = stop_now_    ? detail::stop_kind::now
+    const auto current = stop_now_   ? detail::stop_kind::now
                          : stopping_ ? detail::stop_kind::graceful
                                      : detail::stop_kind::none;
     const auto next =
@@ -683,8 +683,8 @@ class worker {
     const auto deadline = clock::now() + options_.stop_timeout;
     for (;;) {
       const auto now = clock::now();
-      switch (detail::next_drain_step({in_flight_, stop_now_, now >= deadline, forced_,
-                                       ack_in_flight_, janitor_running_})) {
+      switch (detail::next_drain_step(
+          {in_flight_, stop_now_, now >= deadline, forced_, ack_in_flight_, janitor_running_})) {
         case detail::drain_step::wait_for_handlers:
           co_await changed_->wait(std::chrono::duration_cast<std::chrono::milliseconds>(
               deadline - now + std::chrono::milliseconds(1)));

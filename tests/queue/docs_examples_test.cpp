@@ -90,6 +90,15 @@ asio::awaitable<void> worker_example(pgqueue::queue& q) {
   co_await w.run();               // until w.stop() (e.g. from an asio::signal_set)
 }
 
+// ---- docs/cpp-api.md: transactions ----
+// The order and its confirmation e-mail: both or neither.
+asio::awaitable<void> place_order(pgqueue::pool& pool, pgqueue::queue& emails, int order) {
+  co_await pgqueue::in_transaction(pool, [&](pgqueue::transaction& tx) -> asio::awaitable<void> {
+    co_await tx.query("INSERT INTO orders (id) VALUES ($1)", {order});
+    co_await emails.enqueue(tx, R"({"template": "order-confirmation"})");
+  });  // commits when the body returns; a throw rolls both back
+}
+
 // clang-format on
 
 // The states of the jobs in `queue`, in id order: "done,ready,…".
@@ -149,6 +158,27 @@ TEST_CASE("the worker example handles every job", "[queue][docs]") {
   });
   CHECK(delivered.payloads.size() == 2);
   CHECK(states(s, "mail") == "done,done");
+}
+
+TEST_CASE("the transactions example enqueues with the order, or not at all", "[queue][docs]") {
+  scratch_database db;
+  run_async([&]() -> asio::awaitable<void> {
+    auto ex = co_await asio::this_coro::executor;
+    auto pool = co_await pgqueue::pool::open(ex, db.dsn());
+    pgqueue::queue emails{co_await pgqueue::connect(ex, db.dsn()), "emails"};
+    session s(db.dsn());
+    s.query("CREATE TABLE orders (id int PRIMARY KEY)");
+    co_await place_order(pool, emails, 1);
+    bool refused = false;
+    try {
+      co_await place_order(pool, emails, 1);  // the same order again: a unique violation
+    } catch (const pgqueue::error& e) {
+      refused = e.sqlstate() == "23505";
+    }
+    CHECK(refused);
+    CHECK(s.integer("SELECT count(*) FROM orders") == 1);
+    CHECK(s.integer("SELECT count(*) FROM pgqueue.jobs WHERE queue = 'emails'") == 1);
+  });
 }
 
 }  // namespace queue_docs_examples_test

@@ -1,4 +1,7 @@
 // Small helpers for coroutine tests: timers and bounded waits on the database's state.
+// Never put a co_await with side effects inside CHECK/REQUIRE: with GCC 12, Catch2's macros
+// evaluate it twice (the second time in their never-taken `false && (expr)` branch). Await into
+// a variable, then check it; a repeated bounded wait (eventually) is harmless.
 #pragma once
 
 #include <chrono>

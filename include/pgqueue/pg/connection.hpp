@@ -134,6 +134,14 @@ class connection {
   /// reconnecting, when closed, or for an empty handle. Any thread.
   int backend_pid() const noexcept { return impl_ ? impl_->backend_pid() : 0; }
 
+  /// Whether the session was inside a transaction block (`BEGIN` ... not yet ended) when its
+  /// last answer came. Any thread; no round trip.
+  bool in_transaction() const noexcept { return impl_ && impl_->in_transaction(); }
+
+  /// Statements and scripts sent or queued on this connection and not answered yet (by any
+  /// copy of the handle). Any thread; no round trip.
+  std::uint32_t outstanding() const noexcept { return impl_ ? impl_->outstanding() : 0; }
+
   /// How many times a dropped session was replaced by a new one. Any thread.
   std::uint64_t reconnects() const noexcept { return impl_ ? impl_->reconnects() : 0; }
 

@@ -24,6 +24,8 @@ enum class errc {
   no_such_column,      ///< No column of the result has the requested name.
   out_of_range,        ///< A row or column index lies outside the result.
   statement_timeout,   ///< No answer within `connect_options::statement_timeout` (+1 s).
+  pool_timeout,        ///< No pooled session came free within `pool_options::acquire_timeout`.
+  commit_unknown,      ///< The session dropped while COMMIT was in flight: it may have committed.
 };
 
 }  // namespace pgqueue::pg
@@ -64,6 +66,10 @@ inline const std::error_category& category() noexcept {
           return "row or column index out of range";
         case errc::statement_timeout:
           return "statement timed out waiting for the server";
+        case errc::pool_timeout:
+          return "timed out waiting for a pooled session";
+        case errc::commit_unknown:
+          return "connection lost during COMMIT: outcome unknown";
       }
       return "unknown pgqueue.pg error";
     }

@@ -90,6 +90,11 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
   /// Reconnect attempts started (successful or not). Any thread.
   std::uint64_t reconnect_attempts() const noexcept { return attempts_.load(); }
 
+  /// Whether the session was inside a transaction block at its last answer. Any thread.
+  bool in_transaction() const noexcept { return in_transaction_.load(); }
+  /// Requests submitted and not finished yet. Any thread.
+  std::uint32_t outstanding() const noexcept { return outstanding_->load(); }
+
   /// Fails all pending work with errc::closed. Any thread; takes effect on the strand.
   void close() {
     open_ = false;
@@ -119,6 +124,10 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
   /// Sends `r` now, or while reconnecting queues it for the new session (until
   /// `reconnect_wait` passes), or fails it when closed.
   void submit(request_ptr r) {
+    if (!r->outstanding) {
+      outstanding_->fetch_add(1);
+      r->outstanding = outstanding_;
+    }
     switch (state_) {
       case state::open:
         requests_.push(std::move(r));
@@ -667,7 +676,9 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
   unsigned wait_gen_ = 0;
   bool wait_armed_ = false;
   bool watchdog_armed_ = false;
-  bool in_transaction_ = false;
+  std::atomic<bool> in_transaction_{false};
+  std::shared_ptr<std::atomic<std::uint32_t>> outstanding_ =
+      std::make_shared<std::atomic<std::uint32_t>>(0);
   bool pumping_ = false;
   bool reading_ = false;
   bool writing_ = false;

@@ -3,7 +3,9 @@
 
 #include <libpq-fe.h>
 
+#include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <exception>
 #include <functional>
 #include <memory>
@@ -37,6 +39,8 @@ struct request {
   std::function<void(const std::exception_ptr& failure, bool abandoned)> on_finish;
   /// While reconnecting: when a request not yet sent gives up waiting for the new session.
   std::chrono::steady_clock::time_point deadline{};
+  /// The connection's count of unfinished requests, lowered when this one finishes.
+  std::shared_ptr<std::atomic<std::uint32_t>> outstanding;
 
   result first;
   std::exception_ptr failure;
@@ -78,6 +82,7 @@ struct request {
 
   /// Delivers the outcome (once).
   void finish() {
+    if (auto counter = std::exchange(outstanding, nullptr)) counter->fetch_sub(1);
     const bool ok = !failure;
     if (auto hook = std::exchange(on_finish, nullptr)) hook(failure, abandoned());
     if (op) op->complete(failure, ok ? std::move(first) : result{});
