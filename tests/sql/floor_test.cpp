@@ -183,6 +183,19 @@ TEST_CASE("an enqueue in REPEATABLE READ from before a floor move is claimed fir
   CHECK(claim_one(s, "q") == later);
 }
 
+TEST_CASE("a session that knew a priority's floor enqueues claimable jobs after a reinstall",
+          "[floor]") {
+  scratch_database db;
+  session s(db.dsn());
+  enqueue(s, "q");
+  move_floor(s, "q");
+  enqueue(s, "q");  // the floor exists: this session remembers it
+  s.script("DROP SCHEMA pgqueue CASCADE");
+  s.script(read_file(schema_file()));
+  const auto id = enqueue(s, "q");  // the new schema has no floor yet
+  CHECK(claim_one(s, "q") == id);
+}
+
 TEST_CASE("producers of drained queues do not wait for each other's open transactions", "[floor]") {
   scratch_database db;
   session s(db.dsn());

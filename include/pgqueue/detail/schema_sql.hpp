@@ -516,7 +516,7 @@ $$;
 -- tells to stand aside). The floor lock comes first, so no floor moves past the time read right
 -- after it: a job due at that time or later is above every floor without reading one, once
 -- its queue and priority have a floor at all. This session remembers that (a floor, once made,
--- stays): the read cost 6 us of a 30 us enqueue. A job due earlier, or the first of its
+-- is never deleted): the read cost 6 us of a 30 us enqueue. A job due earlier, or the first of its
 -- priority that this session enqueues, reads its floor as floor_admit does.
 CREATE OR REPLACE FUNCTION pgqueue.enqueue(
   p_queue text,
@@ -577,7 +577,9 @@ BEGIN
     END LOOP;
   END IF;
   PERFORM set_config('pgqueue.admitting', 'off', true);
-  v_known := 'pgqueue.floor_known_' || md5(p_priority || ' ' || p_queue);
+  -- Keyed by the floor table too: a schema dropped and installed again has none of them.
+  v_known := 'pgqueue.floor_known_'
+             || md5(p_priority || ' ' || p_queue || ' ' || 'pgqueue.ready_floor'::regclass::oid);
   IF v_inserted AND (v_run_after < v_locked_at OR current_setting(v_known, true) IS NULL) THEN
     -- This statement's snapshot is taken after the lock (in READ COMMITTED): any move is in it.
     SELECT (v_run_after, v_id) >= (f.run_after, f.id) INTO v_above
