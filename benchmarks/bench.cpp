@@ -25,7 +25,8 @@ constexpr const char* usage = R"(usage: pgqueue-bench [options] "<conninfo>"
 Runs the benchmark scenarios against the server (each in a database of its own, created and
 dropped; the role needs CREATEDB) and prints a table on stdout, progress on stderr.
   --only LIST          scenarios to run, comma-separated (default: all but pinned, soak)
-                       enqueue,drain,latency,scale,reference,memory,pinned,soak
+                       enqueue,drain,latency,scale,reference,memory,transactions,
+                       pinned,soak
   --json FILE          also write the results as JSON
   --seconds N          length of each timed run (default 5)
   --drain-jobs N       jobs pre-filled for each drain (default 50000)
@@ -119,6 +120,10 @@ void add_targets(bench::report& rep, const std::string& best_peer_drain) {
                   "size_end_vs_mid", 1.1});
   rep.add_target({"pinned horizon: claim time at the end <= 1.5x the first 20 s", "pinned.end", "",
                   "claim_vs_start", 1.5});
+  rep.add_target({"transactional enqueue, 8 producers >= 0.8x the same SQL via pgbench -c 8",
+                  "tx.enqueue.p8", "ref.tx_enqueue.c8", "", 0.8});
+  rep.add_target(
+      {"pool checkout: client CPU < 5 us", "pool.checkout", "", "client_us/checkout", 5});
 }
 
 std::vector<std::pair<std::string, std::string>> server_facts(const bench::options& opt) {
@@ -150,7 +155,7 @@ std::string today() {
 int main(int argc, char** argv) {
   bench::context ctx;
   ctx.opt.self = self_path();
-  std::string only = "enqueue,drain,latency,scale,reference,memory";
+  std::string only = "enqueue,drain,latency,scale,reference,memory,transactions";
   std::string json, child_mode, after_migrate;
   std::vector<std::string> positional;
   try {
@@ -215,10 +220,15 @@ int main(int argc, char** argv) {
   if (!child_mode.empty()) return bench::memory_child(child_mode, ctx.opt.dsn, ctx.opt.memory_jobs);
 
   const std::vector<std::pair<std::string, std::function<void(bench::context&)>>> scenarios = {
-      {"enqueue", bench::run_enqueue},     {"drain", bench::run_drain},
-      {"latency", bench::run_latency},     {"scale", bench::run_scale},
-      {"reference", bench::run_reference}, {"memory", bench::run_memory},
-      {"pinned", bench::run_pinned},       {"soak", bench::run_soak},
+      {"enqueue", bench::run_enqueue},
+      {"drain", bench::run_drain},
+      {"latency", bench::run_latency},
+      {"scale", bench::run_scale},
+      {"reference", bench::run_reference},
+      {"memory", bench::run_memory},
+      {"pinned", bench::run_pinned},
+      {"soak", bench::run_soak},
+      {"transactions", bench::run_transactions},
   };
   std::map<std::string, bool> wanted;
   std::stringstream list(only);

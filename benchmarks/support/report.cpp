@@ -115,10 +115,13 @@ void report::print_table(std::FILE* out) const {
   std::fprintf(out, "\ntargets (measured, not asserted):\n");
   for (const auto& t : targets_) {
     auto v = evaluate(t);
-    // A figure named "..._vs_..." is a ratio; the others are milliseconds.
+    // A figure named "..._vs_..." is a ratio, one named "..._us/..." microseconds; the others
+    // are milliseconds.
     const bool ratio_figure = t.figure.find("_vs_") != std::string::npos;
+    const bool us_figure = t.figure.find("_us/") != std::string::npos;
     std::string measured = !v.measured                      ? "not measured"
                            : !t.ref.empty() || ratio_figure ? ratio_text(*v.measured)
+                           : us_figure                      ? ms(*v.measured) + " us"
                                                             : ms(*v.measured) + " ms";
     std::fprintf(out, "  %-7s %-66s %s\n",
                  !v.measured ? "-"

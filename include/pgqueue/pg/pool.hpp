@@ -323,8 +323,9 @@ class pool {
   /// cancelled (a session handed over meanwhile goes back: nothing is lost).
   asio::awaitable<pooled_connection> acquire() const {
     if (!impl_) throw error(errc::closed, "pool handle is empty");
-    auto c = co_await impl_->acquire();
-    co_return pooled_connection(impl_, std::move(c));
+    auto impl = impl_;  // the pool lives on while this waits, even if the handle does not
+    auto c = co_await impl->acquire();
+    co_return pooled_connection(std::move(impl), std::move(c));
   }
 
   /// Closes the idle sessions and fails waiting and later acquires with `errc::closed`;

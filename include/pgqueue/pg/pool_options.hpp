@@ -20,7 +20,7 @@ struct pool_options {
   /// `errc::pool_timeout` (0 to 24 h; 0 fails at once when every session is in use).
   std::chrono::milliseconds acquire_timeout{5'000};
   /// How each session connects, and reconnects after a drop outside a transaction.
-  connect_options connect;
+  connect_options connect{};
 };
 
 }  // namespace pgqueue::pg

@@ -55,7 +55,10 @@ class transaction {
  public:
   /// A handle without a transaction (`active()` is false).
   transaction() = default;
-  transaction(transaction&&) noexcept = default;
+  transaction(transaction&& o) noexcept
+      : conn_(std::move(o.conn_)),
+        active_(std::exchange(o.active_, false)),
+        on_end_(std::move(o.on_end_)) {}
   transaction& operator=(transaction&& o) noexcept {
     if (this != &o) {
       abandon();
