@@ -21,6 +21,7 @@
 #include "pgqueue/detail/shield.hpp"
 #include "pgqueue/error.hpp"
 #include "pgqueue/job.hpp"
+#include "pgqueue/pg/transaction.hpp"
 
 namespace pgqueue {
 
@@ -113,18 +114,71 @@ class lease {
   asio::awaitable<nack_result> nack(std::string reason,
                                     std::optional<std::chrono::milliseconds> delay = {}) {
     // Checked before finish(): a refusal here must leave the lease as it was.
-    if (reason.find('\0') != std::string::npos) {
-      throw error(errc::invalid_argument, "nack reason contains a NUL byte");
-    }
-    if (delay && (delay->count() < 0 || *delay > max_delay())) {
-      throw error(errc::invalid_argument,
-                  "nack delay of " + std::to_string(delay->count()) +
-                      " ms is negative or beyond what std::chrono::system_clock can represent");
-    }
+    check_nack_args(reason, delay);
     const auto state = co_await asio::this_coro::cancellation_state;
     detail::throw_if_cancelled(state, "nack cancelled before it started; the lease is still held");
     auto op = do_nack(finish(), detail::clean_error_text(reason), delay);
     co_return co_await detail::shielded(std::move(op));
+  }
+
+  /// Marks the job done inside `tx`, the application's transaction: done if and only if `tx`
+  /// commits, with what else it wrote. One round trip on the transaction's session. Until `tx`
+  /// ends the lease stays held (its heartbeats skip the job's row while `tx` holds it: nothing
+  /// waits on the transaction, however long it runs); when `tx` commits the lease is finished,
+  /// when it rolls back the lease is held as before and may be finished again. A transaction
+  /// open longer than the lease may find the lease lost after a rollback (a job `tx` holds is
+  /// never taken back meanwhile). Throws `errc::lease_lost` when the job is no longer held
+  /// (nothing changed; `tx` still usable), `errc::lease_finished` when the lease is finished or
+  /// an ack or nack inside a transaction is pending, and the server's or connection's errors
+  /// (which fail `tx`). Destroying the lease before `tx` ends leaves the job to `tx`: done if
+  /// it commits, nacked ("abandoned") if it rolls back. Cancellation as `ack`.
+  asio::awaitable<void> ack(pg::transaction& tx) {
+    const auto state = co_await asio::this_coro::cancellation_state;
+    detail::throw_if_cancelled(state, "ack cancelled before it started; the lease is still held");
+    auto s = begin_in_transaction();
+    std::optional<pg::result> r;
+    try {
+      pg::params p{s->the_job.id, s->worker_id, s->token};
+      r.emplace(co_await tx.query_prepared("SELECT pgqueue.ack($1, $2, $3)", std::move(p),
+                                           pg::cancel_until_sent));
+    } catch (...) {
+      not_in_transaction(s);
+      throw;
+    }
+    if (!r->get<bool>(0, 0)) {
+      not_in_transaction(s);
+      throw lost_error(*s);
+    }
+    follow(tx, s, detail::lease_state::outcome::acked);
+  }
+
+  /// As `nack`, inside `tx` (see `ack(tx)`): the job is retried or dead if and only if `tx`
+  /// commits. Throws as `nack` and `ack(tx)`.
+  asio::awaitable<nack_result> nack(pg::transaction& tx, std::string reason,
+                                    std::optional<std::chrono::milliseconds> delay = {}) {
+    check_nack_args(reason, delay);
+    const auto state = co_await asio::this_coro::cancellation_state;
+    detail::throw_if_cancelled(state, "nack cancelled before it started; the lease is still held");
+    auto s = begin_in_transaction();
+    std::optional<pg::result> r;
+    try {
+      std::optional<std::string> requeue_after;
+      if (delay) requeue_after = detail::lease_state::interval(*delay);
+      pg::params p{s->the_job.id, s->worker_id, detail::clean_error_text(reason), requeue_after,
+                   s->token};
+      r.emplace(co_await tx.query_prepared("SELECT pgqueue.nack($1, $2, $3, $4::interval, $5)",
+                                           std::move(p), pg::cancel_until_sent));
+    } catch (...) {
+      not_in_transaction(s);
+      throw;
+    }
+    const auto outcome = r->get<std::string>(0, 0);
+    if (outcome != "requeued" && outcome != "dead") {
+      not_in_transaction(s);
+      throw lost_error(*s);
+    }
+    follow(tx, s, detail::lease_state::outcome::failed);
+    co_return outcome == "dead" ? nack_result::dead : nack_result::requeued;
   }
 
   /// Gives the job back without using up its attempt (e.g. shutting down): ready again at once.
@@ -221,6 +275,63 @@ class lease {
     co_return r.get<std::string>(0, 0);
   }
 
+  static void check_nack_args(const std::string& reason,
+                              const std::optional<std::chrono::milliseconds>& delay) {
+    if (reason.find('\0') != std::string::npos) {
+      throw error(errc::invalid_argument, "nack reason contains a NUL byte");
+    }
+    if (delay && (delay->count() < 0 || *delay > max_delay())) {
+      throw error(errc::invalid_argument,
+                  "nack delay of " + std::to_string(delay->count()) +
+                      " ms is negative or beyond what std::chrono::system_clock can represent");
+    }
+  }
+
+  // Before an ack or nack inside a transaction: the lease must be held, with no other such
+  // operation pending. Marks one pending (a destroyed handle then leaves the job to it).
+  std::shared_ptr<detail::lease_state> begin_in_transaction() {
+    if (!state_) throw error(errc::lease_finished, "lease is empty (moved from)");
+    std::lock_guard lock(state_->in_transaction_mutex);
+    if (state_->finished) {
+      throw error(errc::lease_finished,
+                  "lease of job " + std::to_string(state_->the_job.id) + " already finished");
+    }
+    if (state_->in_transaction) {
+      throw error(errc::lease_finished, "lease of job " + std::to_string(state_->the_job.id) +
+                                            " has an ack or nack pending in a transaction");
+    }
+    state_->in_transaction = true;
+    return state_;
+  }
+
+  // The operation did not take effect: the lease is as before (or, if its handle went away
+  // meanwhile, given back now as the destructor would have).
+  static void not_in_transaction(const std::shared_ptr<detail::lease_state>& s) {
+    std::optional<std::optional<std::string>> abandoned;
+    {
+      std::lock_guard lock(s->in_transaction_mutex);
+      s->in_transaction = false;
+      abandoned = std::exchange(s->abandoned_in_transaction, std::nullopt);
+    }
+    if (abandoned) end_state_in_background(s, std::move(*abandoned));
+  }
+
+  // The lease follows `tx`: finished as `outcome` when it commits; held again when it rolls
+  // back (or given back, if its handle went away meanwhile).
+  static void follow(pg::transaction& tx, std::shared_ptr<detail::lease_state> s,
+                     detail::lease_state::outcome outcome) {
+    tx.on_end([s = std::move(s), outcome](bool committed) {
+      if (!committed) return not_in_transaction(s);
+      {
+        std::lock_guard lock(s->in_transaction_mutex);
+        s->in_transaction = false;
+        s->abandoned_in_transaction.reset();
+      }
+      if (!s->finished.exchange(true)) s->stop_heartbeat();
+      s->ended_as = outcome;
+    });
+  }
+
   static std::chrono::milliseconds max_delay() {
     return std::chrono::duration_cast<std::chrono::milliseconds>(
         std::chrono::system_clock::time_point::max() - std::chrono::system_clock::now());
@@ -277,15 +388,29 @@ class lease {
   // Ends the lease without waiting: nacks with `reason`, or releases without one. The
   // destructor never blocks; if even this fails, the lease expires and the job runs again.
   void end_in_background(std::optional<std::string> reason) noexcept {
-    if (!state_ || state_->finished.exchange(true)) return;
-    state_->stop_heartbeat();
+    if (!state_) return;
+    {
+      // An ack or nack inside a transaction is pending: the transaction decides (a nack or
+      // release now would wait on the row it holds, and hold up the session meanwhile).
+      std::lock_guard lock(state_->in_transaction_mutex);
+      if (state_->in_transaction) {
+        state_->abandoned_in_transaction.emplace(std::move(reason));
+        state_.reset();
+        return;
+      }
+    }
+    end_state_in_background(std::exchange(state_, nullptr), std::move(reason));
+  }
+
+  static void end_state_in_background(std::shared_ptr<detail::lease_state> s,
+                                      std::optional<std::string> reason) noexcept {
+    if (s->finished.exchange(true)) return;
+    s->stop_heartbeat();
     try {
-      asio::co_spawn(state_->db.get_executor(), finish_quietly(state_, std::move(reason)),
-                     asio::detached);
+      asio::co_spawn(s->db.get_executor(), finish_quietly(s, std::move(reason)), asio::detached);
     } catch (...) {
       // Spawning failed (out of memory): the lease expires and the job runs again.
     }
-    state_.reset();
   }
 
   static asio::awaitable<void> finish_quietly(std::shared_ptr<detail::lease_state> s,
@@ -310,12 +435,12 @@ class lease {
 
 /// Acks many leases in one round trip and one commit (pgqueue.ack_batch); every lease ends
 /// finished. All must come from handles with one worker id on one connection (e.g. one queue
-/// handle), else `errc::invalid_argument` before anything is sent. Returns how many jobs were marked done: a
-/// lease that was lost is not, and is not an error here (compare with `leases.size()`). Throws
-/// `lease_finished` if one was already finished (before anything is sent), or a connection error
-/// (the jobs' leases then expire). Sent again across a reconnect like `lease::ack`; then the count
-/// is of the jobs found done by this worker under their claims (one more round trip). Cancellation
-/// as `lease::ack`.
+/// handle), else `errc::invalid_argument` before anything is sent. Returns how many jobs were
+/// marked done: a lease that was lost is not, and is not an error here (compare with
+/// `leases.size()`). Throws `lease_finished` if one was already finished (before anything is sent),
+/// or a connection error (the jobs' leases then expire). Sent again across a reconnect like
+/// `lease::ack`; then the count is of the jobs found done by this worker under their claims (one
+/// more round trip). Cancellation as `lease::ack`.
 inline asio::awaitable<std::size_t> ack_batch(std::vector<lease>& leases) {
   if (leases.empty()) co_return 0;
   const auto state = co_await asio::this_coro::cancellation_state;

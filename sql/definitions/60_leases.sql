@@ -8,7 +8,9 @@
 -- Extends the lease of a job the caller holds. False when the lease is lost (the job is no
 -- longer claimed by this worker under this claim). p_lease_token (from the claim) fences
 -- against a later claim of the same job by the same worker id; NULL skips that check (the
--- seed's callers).
+-- seed's callers). NULL when another transaction holds the job's row (e.g. an ack inside the
+-- application's transaction, not committed yet): try again later. It never waits for that
+-- transaction, which would hold up everything else on the caller's session meanwhile.
 CREATE OR REPLACE FUNCTION pgqueue.heartbeat(
   p_job_id bigint,
   p_worker_id text,
@@ -31,15 +33,32 @@ BEGIN
   END IF;
   UPDATE pgqueue.jobs j
      SET lease_until = now() + p_extend_by
-   WHERE j.id = p_job_id
+   WHERE j.id = (SELECT k.id FROM pgqueue.jobs k WHERE k.id = p_job_id
+                    FOR NO KEY UPDATE SKIP LOCKED)
      AND (j.state = 'claimed') IS TRUE
      AND j.claimed_by = p_worker_id
      AND (p_lease_token IS NULL OR j.lease_token = p_lease_token);
-  RETURN FOUND;
+  IF FOUND THEN
+    RETURN true;
+  END IF;
+  -- Not extended: lost, or skipped because another transaction holds the row (then still ours
+  -- as far as committed data says).
+  IF EXISTS (SELECT FROM pgqueue.jobs j
+              WHERE j.id = p_job_id
+                AND (j.state = 'claimed') IS TRUE
+                AND j.claimed_by = p_worker_id
+                AND (p_lease_token IS NULL OR j.lease_token = p_lease_token)) THEN
+    RETURN NULL;
+  END IF;
+  RETURN false;
 END
 $$;
 
--- Adds acknowledged jobs to the per-queue done counters (one row per queue and slot).
+-- Adds acknowledged jobs to the per-queue done counters (one row per queue and slot). A
+-- transaction that acks as a statement of its own shares one of 32 slots with other sessions;
+-- one that runs longer (an ack inside the application's transaction, more than 5 ms after it
+-- began) counts in a slot of its own session (32 + its pid), since it holds the slot's row
+-- until it ends and would hold up every other acker of that slot meanwhile. gc folds those.
 CREATE OR REPLACE FUNCTION pgqueue.count_done(p_queues text[])
 RETURNS void
 LANGUAGE plpgsql
@@ -47,7 +66,11 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
   INSERT INTO pgqueue.done_counts AS c (queue, slot, n)
-  SELECT u.q, pg_backend_pid() % 32, count(*) FROM unnest(p_queues) AS u(q) GROUP BY u.q
+  SELECT u.q,
+         CASE WHEN statement_timestamp() - transaction_timestamp() < interval '5 milliseconds'
+              THEN pg_backend_pid() % 32 ELSE 32 + pg_backend_pid() END,
+         count(*)
+    FROM unnest(p_queues) AS u(q) GROUP BY u.q
   ON CONFLICT (queue, slot) DO UPDATE SET n = c.n + EXCLUDED.n;
 END
 $$;

@@ -172,6 +172,20 @@ BEGIN
   )
   SELECT count(*)::int INTO dead_deleted FROM gone;
 
+  -- Fold the sessions' own counter slots (acks inside longer transactions) into slot 0; one
+  -- a transaction holds right now is skipped, not waited for.
+  WITH moved AS (
+    DELETE FROM pgqueue.done_counts c
+     WHERE (c.queue, c.slot) IN (SELECT d.queue, d.slot FROM pgqueue.done_counts d
+                                  WHERE d.slot >= 32
+                                  LIMIT p_batch_size
+                                    FOR UPDATE SKIP LOCKED)
+    RETURNING c.queue, c.n
+  )
+  INSERT INTO pgqueue.done_counts AS c (queue, slot, n)
+  SELECT m.queue, 0, sum(m.n) FROM moved m GROUP BY m.queue
+  ON CONFLICT (queue, slot) DO UPDATE SET n = c.n + EXCLUDED.n;
+
   -- Fold the counter shards of queues with nothing left so the table stays small. The shards
   -- are locked and summed again first: a count_done committing meanwhile changes a shard, and
   -- deleting it on the strength of the older sum would drop that count. A shard an acker holds

@@ -6,6 +6,7 @@
 #include "support/async.hpp"
 #include "support/queue_fixture.hpp"
 #include "support/server.hpp"
+#include "support/session.hpp"
 
 namespace queue_transaction_test {
 
@@ -139,6 +140,112 @@ TEST_CASE("a bad job fails the transaction with the server's error", "[transacti
       closed = e.code() == pgqueue::pg::errc::closed;
     }
     CHECK(closed);
+  });
+}
+
+TEST_CASE("a job acked inside a transaction is done if and only if it commits", "[transaction]") {
+  queue_fixture f;
+  run_async([&]() -> asio::awaitable<void> {
+    auto s = co_await open_shop(f);
+    session admin(f.db.dsn());
+    admin.query("CREATE TABLE sent (job bigint PRIMARY KEY)");
+    const auto id = co_await s.emails.enqueue("{}");
+    auto l = co_await s.emails.claim();
+    {
+      auto tx = co_await pgqueue::transaction::begin(s.pool);
+      co_await l.ack(tx);
+      co_await tx.rollback();
+    }
+    CHECK_FALSE(l.finished());  // held as before
+    CHECK(read_job(admin, id).state == "claimed");
+    auto tx = co_await pgqueue::transaction::begin(s.pool);
+    co_await tx.query("INSERT INTO sent VALUES ($1)", {id});
+    co_await l.ack(tx);
+    bool pending = false;
+    try {
+      co_await l.ack(tx);
+    } catch (const pgqueue::error& e) {
+      pending = e.code() == pgqueue::errc::lease_finished;
+    }
+    CHECK(pending);
+    CHECK_FALSE(l.finished());
+    co_await tx.commit();
+    CHECK(l.finished());
+    CHECK(read_job(admin, id).state == "done");
+    CHECK(admin.integer("SELECT count(*) FROM sent") == 1);
+    // Counted in the session's own slot (the ack was not the transaction's first statement),
+    // which gc folds into the shared ones.
+    CHECK(admin.integer("SELECT count FROM pgqueue.depth WHERE queue = 'emails' AND state = "
+                        "'done'") == 1);
+    admin.query("SELECT pgqueue.gc()");
+    CHECK(admin.integer("SELECT count(*) FROM pgqueue.done_counts WHERE slot >= 32") == 0);
+    CHECK(admin.integer("SELECT count FROM pgqueue.depth WHERE queue = 'emails' AND state = "
+                        "'done'") == 1);
+  });
+}
+
+TEST_CASE("a transaction holding an acked job's row longer than the lease holds up nothing",
+          "[transaction]") {
+  queue_fixture f;
+  run_async([&]() -> asio::awaitable<void> {
+    auto ex = co_await asio::this_coro::executor;
+    auto pool = co_await pgqueue::pool::open(ex, f.db.dsn());
+    session admin(f.db.dsn());
+    // A 600 ms lease: heartbeats every 200 ms, on the queue's (shared) connection.
+    pgqueue::queue q{co_await f.connect(), "q", {.lease = 600ms}};
+    const auto id = co_await q.enqueue("{}");
+    auto l = co_await q.claim();
+    auto tx = co_await pgqueue::transaction::begin(pool);
+    co_await l.ack(tx);
+    // For three leases' time the shared connection answers at once (no heartbeat waits on the
+    // row), and the janitor does not take the job back (it skips rows in use).
+    auto slowest = std::chrono::milliseconds(0);
+    const auto until = std::chrono::steady_clock::now() + 1800ms;
+    while (std::chrono::steady_clock::now() < until) {
+      const auto t0 = std::chrono::steady_clock::now();
+      co_await q.db().query("SELECT 1");
+      slowest = std::max(slowest, std::chrono::duration_cast<std::chrono::milliseconds>(
+                                      std::chrono::steady_clock::now() - t0));
+      co_await pause(50ms);
+    }
+    CHECK(slowest < 150ms);
+    CHECK(admin.integer("SELECT pgqueue.janitor_reset_stale_claims()") == 0);
+    co_await tx.commit();
+    CHECK(l.finished());
+    CHECK(read_job(admin, id).state == "done");
+  });
+}
+
+TEST_CASE("a lease destroyed while its ack waits in a transaction follows the transaction",
+          "[transaction]") {
+  queue_fixture f;
+  run_async([&]() -> asio::awaitable<void> {
+    auto s = co_await open_shop(f);
+    session admin(f.db.dsn());
+    const auto rolled_back = co_await s.emails.enqueue("{}");
+    const auto committed = co_await s.emails.enqueue("{}");
+    {
+      auto l = co_await s.emails.claim();
+      REQUIRE(l.job().id == rolled_back);
+      auto tx = co_await pgqueue::transaction::begin(s.pool);
+      co_await l.ack(tx);
+      { auto gone = std::move(l); }  // destroyed: no nack now (it would wait on the row)
+      co_await tx.rollback();        // then given back as "abandoned"
+    }
+    CHECK(co_await eventually([&] { return read_job(admin, rolled_back).state == "ready"; }));
+    CHECK(read_job(admin, rolled_back).last_error.value_or("") == "abandoned");
+    {
+      auto l = co_await s.emails.claim();
+      REQUIRE(l.job().id == committed);
+      auto tx = co_await pgqueue::transaction::begin(s.pool);
+      co_await l.nack(tx, "invalid address", 0ms);
+      { auto gone = std::move(l); }
+      co_await tx.commit();
+    }
+    const auto row = read_job(admin, committed);
+    CHECK(row.state == "ready");
+    CHECK(row.last_error.value_or("") == "invalid address");
+    CHECK(row.attempts == 1);
   });
 }
 

@@ -6,6 +6,8 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -64,6 +66,13 @@ struct lease_state : std::enable_shared_from_this<lease_state> {
   // Our estimate of lease_until: written by the heartbeat (connection strand), read by final
   // operations and the worker (their own executors).
   std::atomic<std::chrono::steady_clock::time_point> expires;
+  // An ack or nack sent inside the application's transaction, which has not ended: the lease is
+  // held until it does (committed: finished; rolled back: held as before). A handle destroyed
+  // meanwhile leaves its reason here, for the rollback to give the job back with.
+  std::mutex in_transaction_mutex;
+  bool in_transaction = false;  // guarded by in_transaction_mutex
+  // Set when abandoned: the nack reason (none: release). Guarded by in_transaction_mutex.
+  std::optional<std::optional<std::string>> abandoned_in_transaction;
 
   static std::string interval(std::chrono::milliseconds d) {
     return std::to_string(d.count()) + " milliseconds";
