@@ -137,6 +137,25 @@ TEST_CASE("a closed or lost session is replaced by a new one", "[pg][pool]") {
   });
 }
 
+TEST_CASE("a pool opens min_size sessions, all of them idle and lendable", "[pg][pool]") {
+  pgq_test::scratch_database db(false);
+  pgq_test::run_async([&]() -> asio::awaitable<void> {
+    auto ex = co_await asio::this_coro::executor;
+    auto p = co_await pg::pool::open(ex, db.dsn(), sized(3, 3, 200ms));
+    CHECK(p.stats().size == 3);
+    CHECK(p.stats().idle == 3);
+    auto a = co_await p.acquire();
+    auto b = co_await p.acquire();
+    auto c = co_await p.acquire();
+    CHECK(a->backend_pid() != b->backend_pid());
+    CHECK(b->backend_pid() != c->backend_pid());
+    CHECK(a->backend_pid() != c->backend_pid());
+    auto r =
+        co_await c->query("SELECT count(*) FROM pg_stat_activity WHERE datname = $1", {db.name()});
+    CHECK(r.get<std::int64_t>(0, 0) == 3);
+  });
+}
+
 TEST_CASE("a closed pool fails waiting and later acquires", "[pg][pool]") {
   pgq_test::scratch_database db(false);
   pgq_test::run_async([&]() -> asio::awaitable<void> {

@@ -1,6 +1,7 @@
 // pg::transaction and in_transaction against a real server: commit and rollback, a transaction
 // dropped unfinished, serialization failures retried to completion (and no further than
 // allowed), a failed statement's COMMIT, and drops inside the transaction and during COMMIT.
+#include <asio/experimental/awaitable_operators.hpp>
 #include <string>
 
 #include "pg_test_util.hpp"
@@ -162,6 +163,44 @@ TEST_CASE("COMMIT after a failed statement fails with 25P02 and keeps nothing",
     auto e = co_await expect_error(tx.commit());
     CHECK(e.sqlstate() == "25P02");
     CHECK(co_await count_t(p) == 0);
+  });
+}
+
+TEST_CASE("a transaction whose statement was cancelled cannot commit: it rolls back",
+          "[pg][transaction]") {
+  pgq_test::scratch_database db(false);
+  pgq_test::run_async([&]() -> asio::awaitable<void> {
+    using namespace asio::experimental::awaitable_operators;
+    auto p = co_await pool_with_tables(db.dsn());
+    auto tx = co_await pg::transaction::begin(p);
+    // Cancelled by the timer after it was sent: it still runs on the server.
+    auto raced = co_await (tx.query("INSERT INTO t SELECT 1 FROM pg_sleep(0.2)") || after(20ms));
+    CHECK(raced.index() == 1);
+    const auto e = co_await expect_error(tx.commit());
+    CHECK(e.sqlstate() == "25P02");
+    CHECK(co_await count_t(p) == 0);
+  });
+}
+
+TEST_CASE("a session that dropped while idle in the pool still begins a transaction",
+          "[pg][transaction]") {
+  pgq_test::scratch_database db(false);
+  pgq_test::run_async([&]() -> asio::awaitable<void> {
+    auto ex = co_await asio::this_coro::executor;
+    pg::pool_options o;
+    o.max_size = 1;
+    auto p = co_await pg::pool::open(ex, db.dsn(), o);
+    auto killer = co_await pg::connect(ex, db.dsn());
+    int pid = 0;
+    {
+      auto c = co_await p.acquire();
+      pid = c->backend_pid();
+    }
+    co_await killer.query("SELECT pg_terminate_backend($1)", {pid});
+    auto tx = co_await pg::transaction::begin(p);  // its first BEGIN meets the dead session
+    auto r = co_await tx.query("SELECT 1");
+    CHECK(r.get<int>(0, 0) == 1);
+    co_await tx.commit();
   });
 }
 

@@ -65,15 +65,18 @@ class pool_impl : public std::enable_shared_from_this<pool_impl> {
 
   const pool_options& options() const noexcept { return options_; }
 
-  // Opens min_size sessions (one after another: a failure fails the pool's open).
+  // Opens min_size sessions (one after another: a failure fails the pool's open). They go
+  // idle together at the end: given back one by one, the next acquire would take the last.
   asio::awaitable<void> fill() {
+    std::vector<connection> opened;
     for (std::size_t i = 0; i < options_.min_size; ++i) {
       {
         std::lock_guard lock(m_);
         if (state_.acquire().what != pool_state<connection>::acquire_step::kind::open) break;
       }
-      give_back(co_await open_session());
+      opened.push_back(co_await open_session());
     }
+    for (auto& c : opened) give_back(std::move(c));
     asio::post(reaper_.get_executor(), [self = shared_from_this()] { self->start_reaper(); });
   }
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include <asio/awaitable.hpp>
+#include <asio/error.hpp>
 
 #include "pgqueue/pg/connection.hpp"
 #include "pgqueue/pg/detail/check_option.hpp"
@@ -58,12 +59,14 @@ class transaction {
   transaction(transaction&& o) noexcept
       : conn_(std::move(o.conn_)),
         active_(std::exchange(o.active_, false)),
+        cancelled_(std::exchange(o.cancelled_, false)),
         on_end_(std::move(o.on_end_)) {}
   transaction& operator=(transaction&& o) noexcept {
     if (this != &o) {
       abandon();
       conn_ = std::move(o.conn_);
       active_ = std::exchange(o.active_, false);
+      cancelled_ = std::exchange(o.cancelled_, false);
       on_end_ = std::move(o.on_end_);
     }
     return *this;
@@ -76,8 +79,19 @@ class transaction {
     detail::check_between(errc::invalid_argument, "transaction_options::max_attempts",
                           options.max_attempts, 1, 100);
     transaction t;
-    t.conn_ = co_await p.acquire();
-    co_await t.conn_->query(begin_sql(options));
+    // A session that dropped while idle in the pool fails its BEGIN with connection_lost before
+    // the drop is noticed; nothing ran, so BEGIN goes once more (on a new session, or the same
+    // one reconnected).
+    for (int attempt = 1;; ++attempt) {
+      t.conn_ = co_await p.acquire();
+      try {
+        co_await t.conn_->query(begin_sql(options));
+        break;
+      } catch (const error& e) {
+        if (e.code() != errc::connection_lost || attempt == 2) throw;
+      }
+      t.conn_.release();
+    }
     t.active_ = true;
     co_return t;
   }
@@ -86,13 +100,15 @@ class transaction {
   /// `errc::closed` once the transaction has ended.
   asio::awaitable<result> query(std::string_view sql, params args = {}) const {
     if (!active_) return detail::fail_awaitable<result>(ended());
-    return conn_->query(sql, std::move(args));
+    auto op = conn_->query(sql, std::move(args));
+    return cancel_fails_transaction(std::move(op));
   }
 
   /// As query, as a prepared statement of the session (for statements run many times).
   asio::awaitable<result> query_prepared(std::string_view sql, params args = {}) const {
     if (!active_) return detail::fail_awaitable<result>(ended());
-    return conn_->query_prepared(sql, std::move(args));
+    auto op = conn_->query_prepared(sql, std::move(args));
+    return cancel_fails_transaction(std::move(op));
   }
 
   /// As query_prepared, for a statement whose answer must not be lost: a cancellation stops it
@@ -103,12 +119,13 @@ class transaction {
     return conn_->query_prepared(sql, std::move(args), cancel_until_sent);
   }
 
-  /// Commits: one round trip; the session goes back to the pool. Throws `errc::commit_unknown`
-  /// when the session drops while COMMIT is in flight; `errc::connection_lost` when it was
-  /// lost before (rolled back); the server's error when the commit
-  /// fails (e.g. 40001 under `serializable`, a deferred constraint): then it was rolled back;
-  /// `errc::server_error` with SQLSTATE 25P02 when an earlier statement had failed (PostgreSQL
-  /// then rolls back instead). Not cancellable once sent (its outcome must be known).
+  /// Commits: one round trip; the session goes back to the pool. After a statement of the
+  /// transaction was cancelled (it may have run), rolls back instead and throws 25P02. Throws
+  /// `errc::commit_unknown` when the session drops while COMMIT is in flight;
+  /// `errc::connection_lost` when it was lost before (rolled back); the server's error when the
+  /// commit fails (e.g. 40001 under `serializable`, a deferred constraint): then it was rolled
+  /// back; `errc::server_error` with SQLSTATE 25P02 when an earlier statement had failed
+  /// (PostgreSQL then rolls back instead). Not cancellable once sent (its outcome must be known).
   asio::awaitable<void> commit() {
     check_active();
     active_ = false;
@@ -118,6 +135,15 @@ class transaction {
       end(false);
       throw error(errc::connection_lost,
                   "the session was lost before COMMIT: the transaction was rolled back");
+    }
+    if (cancelled_) {
+      end(false);  // the pool rolls the session back
+      server_diagnostics d;
+      d.severity = "ERROR";
+      d.sqlstate = "25P02";
+      d.message =
+          "a statement of the transaction was cancelled and may have run: rolled back instead";
+      throw error(std::move(d));
     }
     try {
       auto r = co_await conn_->query_prepared("COMMIT", {}, cancel_until_sent);
@@ -187,6 +213,17 @@ class transaction {
     return sql;
   }
 
+  // A statement cancelled after it may have been sent may still run: the caller cannot know
+  // what the transaction did, so it can no longer commit (commit() rolls back instead).
+  asio::awaitable<result> cancel_fails_transaction(asio::awaitable<result> op) const {
+    try {
+      co_return co_await std::move(op);
+    } catch (const error& e) {
+      if (e.code() == asio::error::operation_aborted) cancelled_ = true;
+      throw;
+    }
+  }
+
   static std::exception_ptr ended() {
     return std::make_exception_ptr(
         error(errc::closed, "the transaction has ended (or never began)"));
@@ -210,6 +247,7 @@ class transaction {
 
   pooled_connection conn_;
   bool active_ = false;
+  mutable bool cancelled_ = false;  // a statement was cancelled: commit() rolls back
   std::vector<std::function<void(bool)>> on_end_;
 };
 
