@@ -900,6 +900,7 @@ SET plan_cache_mode = force_generic_plan
 AS $$
 DECLARE
   v_floor_check text;
+  v_floor_due timestamptz;
 BEGIN
   IF p_queue IS NULL OR p_worker_id IS NULL OR p_limit IS NULL OR p_lease_for IS NULL
      OR p_limit NOT BETWEEN 1 AND 10000 OR p_lease_for <= interval '0'
@@ -918,24 +919,33 @@ BEGIN
        'pgqueue.maintenance_checked_at', true), ''), '0')::float8 + 1 THEN
     PERFORM pgqueue.maintain_if_due();
   END IF;
-  -- Whether the queue's floors are due to move, at most once a second per session and queue
-  -- (a session setting, as maintenance): the check read two tables on every claim, a third of
-  -- an idle claim's cost. Between checks, jobs noted below a floor are still claimed (claims
-  -- start at the lower of the two), and a floor left behind costs only dead entries read.
+  -- Whether the queue's floors are due to move: looked at only once the time this session
+  -- noted for it has come (a session setting, as maintenance), since the look read two tables
+  -- on every claim, a third of an idle claim's cost. The time noted is when the floors are a
+  -- second old (as they move at most once a second), or at once while jobs are noted below
+  -- them (the move was skipped: a producer's transaction was open). Between looks, jobs noted
+  -- below a floor are still claimed (claims start at the lower of the two).
   -- A move holds the queue's enqueues back until this transaction ends: only when the claim
   -- is most likely a transaction of its own (it began with this statement, within 5 ms: the
   -- extended protocol starts it at Parse), not a statement in a longer one.
   IF statement_timestamp() - transaction_timestamp() < interval '5 milliseconds' THEN
-    v_floor_check := 'pgqueue.floor_checked_' || to_hex(hashtext(p_queue));
+    v_floor_check := 'pgqueue.floor_due_' || to_hex(hashtext(p_queue));
     IF extract(epoch FROM now()) >= coalesce(nullif(current_setting(v_floor_check, true), ''),
-                                             '0')::float8 + 1 THEN
-      PERFORM set_config(v_floor_check, extract(epoch FROM now())::text, false);
+                                             '0')::float8 THEN
       IF EXISTS (SELECT FROM pgqueue.ready_floor f
                   WHERE f.queue = p_queue AND f.moved_at < now() - interval '1 second'
                  UNION ALL
                  SELECT FROM pgqueue.ready_floor_below b WHERE b.queue = p_queue) THEN
         PERFORM pgqueue.floor_advance(p_queue);
       END IF;
+      SELECT min(f.moved_at) + interval '1 second' INTO v_floor_due
+        FROM pgqueue.ready_floor f WHERE f.queue = p_queue;
+      IF EXISTS (SELECT FROM pgqueue.ready_floor_below b WHERE b.queue = p_queue) THEN
+        v_floor_due := now();
+      END IF;
+      PERFORM set_config(v_floor_check,
+                         extract(epoch FROM coalesce(v_floor_due, now() + interval '1 second'))::text,
+                         false);
     END IF;
   END IF;
   -- One statement: the priorities' floors, highest first, and for each the jobs from its floor
