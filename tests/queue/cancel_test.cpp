@@ -284,4 +284,86 @@ TEST_CASE("a claim cancelled while its request is in flight releases what it too
   CHECK(admin.integer("SELECT count(*) FROM pgqueue.jobs WHERE lease_token > 0") == 5);
 }
 
+// Sessions of `db` inside a transaction (open or failed) right now.
+std::int64_t in_transaction_sessions(session& admin, const std::string& db) {
+  return admin.integer("SELECT count(*) FROM pg_stat_activity WHERE datname = '" + db +
+                       "' AND state LIKE 'idle in transaction%'");
+}
+
+TEST_CASE(
+    "a transactional enqueue cancelled at any step commits the order and its job together "
+    "or neither, and leaves no session in a transaction",
+    "[cancel][transaction]") {
+  queue_fixture f;
+  session admin(f.db.dsn());
+  admin.query("CREATE TABLE orders (id int PRIMARY KEY)");
+  int order = 0, committed = 0, cancelled = 0;
+  for (const auto m : moments()) {
+    ++order;
+    run_async([&]() -> asio::awaitable<void> {
+      using namespace asio::experimental::awaitable_operators;
+      auto ex = co_await asio::this_coro::executor;
+      auto pool = co_await pgqueue::pool::open(ex, f.db.dsn(), {.min_size = 1, .max_size = 1});
+      pgqueue::queue q(co_await f.connect(), "q");
+      auto place = [&](pgqueue::transaction& tx) -> asio::awaitable<void> {
+        co_await tx.query("INSERT INTO orders VALUES ($1)", {order});
+        co_await q.enqueue(tx, "{\"order\": " + std::to_string(order) + "}");
+      };
+      auto r = co_await (pgqueue::in_transaction(pool, place) || after(m));
+      (r.index() == 0 ? committed : cancelled) += 1;
+      // The pool rolls back what a cancel left open, in the background.
+      CHECK(co_await eventually([&] { return pool.stats().idle == pool.stats().size; }));
+    });  // the pool, the queue and the io_context go at once
+    INFO("hops " << m.hops << " delay " << m.delay.count() << " us");
+    const auto orders =
+        admin.integer("SELECT count(*) FROM orders WHERE id = " + std::to_string(order));
+    const auto jobs = admin.integer(
+        "SELECT count(*) FROM pgqueue.jobs WHERE payload = '{\"order\": " + std::to_string(order) +
+        "}'");
+    CHECK(orders == jobs);
+    CHECK(in_transaction_sessions(admin, f.db.name()) == 0);
+  }
+  CHECK(committed > 0);
+  CHECK(cancelled > 0);
+}
+
+TEST_CASE(
+    "an ack inside a transaction cancelled at any step finishes the lease exactly when it "
+    "commits",
+    "[cancel][transaction]") {
+  queue_fixture f;
+  session admin(f.db.dsn());
+  int done = 0, held = 0;
+  for (const auto m : moments()) {
+    const auto id = admin.integer("SELECT pgqueue.enqueue('q', '{}')");
+    bool finished = false;
+    run_async([&]() -> asio::awaitable<void> {
+      using namespace asio::experimental::awaitable_operators;
+      auto ex = co_await asio::this_coro::executor;
+      auto pool = co_await pgqueue::pool::open(ex, f.db.dsn(), {.min_size = 1, .max_size = 1});
+      pgqueue::queue q(co_await f.connect(), "q");
+      auto l = co_await q.claim();
+      auto ack_in_transaction = [&]() -> asio::awaitable<void> {
+        auto tx = co_await pgqueue::transaction::begin(pool);
+        co_await l.ack(tx);
+        co_await tx.commit();
+      };
+      co_await (ack_in_transaction() || after(m));
+      finished = l.finished();
+      if (finished) {
+        ++done;
+      } else {
+        ++held;
+        co_await l.release();  // held as before: still ours to give back
+      }
+    });
+    INFO("hops " << m.hops << " delay " << m.delay.count() << " us");
+    CHECK(read_job(admin, id).state == (finished ? "done" : "ready"));
+    CHECK(in_transaction_sessions(admin, f.db.name()) == 0);
+    admin.query("DELETE FROM pgqueue.jobs WHERE state = 'ready'");  // the next round's job is new
+  }
+  CHECK(done > 0);
+  CHECK(held > 0);
+}
+
 }  // namespace queue_cancel_test

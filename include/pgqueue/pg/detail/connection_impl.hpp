@@ -93,7 +93,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
   /// Whether the session was inside a transaction block at its last answer. Any thread.
   bool in_transaction() const noexcept { return in_transaction_.load(); }
   /// Requests submitted and not finished yet. Any thread.
-  std::uint32_t outstanding() const noexcept { return outstanding_->load(); }
+  std::uint32_t outstanding() const noexcept { return outstanding_.load(); }
 
   /// Fails all pending work with errc::closed. Any thread; takes effect on the strand.
   void close() {
@@ -125,8 +125,8 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
   /// `reconnect_wait` passes), or fails it when closed.
   void submit(request_ptr r) {
     if (!r->outstanding) {
-      outstanding_->fetch_add(1);
-      r->outstanding = outstanding_;
+      outstanding_.fetch_add(1);
+      r->outstanding = &outstanding_;
     }
     switch (state_) {
       case state::open:
@@ -677,8 +677,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
   bool wait_armed_ = false;
   bool watchdog_armed_ = false;
   std::atomic<bool> in_transaction_{false};
-  std::shared_ptr<std::atomic<std::uint32_t>> outstanding_ =
-      std::make_shared<std::atomic<std::uint32_t>>(0);
+  std::atomic<std::uint32_t> outstanding_{0};  // requests submitted, not finished
   bool pumping_ = false;
   bool reading_ = false;
   bool writing_ = false;

@@ -39,8 +39,9 @@ struct request {
   std::function<void(const std::exception_ptr& failure, bool abandoned)> on_finish;
   /// While reconnecting: when a request not yet sent gives up waiting for the new session.
   std::chrono::steady_clock::time_point deadline{};
-  /// The connection's count of unfinished requests, lowered when this one finishes.
-  std::shared_ptr<std::atomic<std::uint32_t>> outstanding;
+  /// The connection's count of unfinished requests, lowered when this one finishes (the
+  /// connection finishes its requests itself, so the count outlives every finish()).
+  std::atomic<std::uint32_t>* outstanding = nullptr;
 
   result first;
   std::exception_ptr failure;
