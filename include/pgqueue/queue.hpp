@@ -59,9 +59,23 @@ class queue {
     s_->options.worker_id = s_->worker_id;
   }
 
+  /// Names a queue on a pool: its own statements (claims, acks, heartbeats, enqueues) run on
+  /// the pool's shared session (`pool::shared()`), and a `worker` of it takes the sessions it
+  /// needs beyond that one (`connections` > 1, transactional handlers) from the pool. The
+  /// first queue of a pool takes the shared session (as `pool::acquire`); later ones no round
+  /// trip. Throws as `pool::acquire`, and as the constructor.
+  static asio::awaitable<queue> open(pg::pool sessions, std::string name,
+                                     queue_options options = {}) {
+    queue q(co_await sessions.shared(), std::move(name), options);
+    q.s_->sessions = std::move(sessions);
+    co_return q;
+  }
+
   const std::string& name() const noexcept { return s_->name; }
   const queue_options& options() const noexcept { return s_->options; }
   database& db() const noexcept { return s_->db; }
+  /// The pool the queue was opened on (`open`); an empty handle for a queue on a `database`.
+  const pg::pool& sessions() const noexcept { return s_->sessions; }
 
   /// Adds a job (`payload` is JSON text) and returns its id; with an idempotency key that is
   /// already in the queue, returns that job's id. One round trip. Listeners are woken at its

@@ -4,6 +4,7 @@
 
 #include "pgqueue/pg/pool.hpp"
 #include "pgqueue/pg/transaction.hpp"
+#include "pgqueue/pg/transaction_options.hpp"
 
 namespace pgqueue {
 

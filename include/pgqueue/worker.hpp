@@ -39,6 +39,8 @@
 #include "pgqueue/detail/worker_schedule.hpp"
 #include "pgqueue/lease.hpp"
 #include "pgqueue/pg/detail/check_option.hpp"
+#include "pgqueue/pg/pool.hpp"
+#include "pgqueue/pg/transaction.hpp"
 #include "pgqueue/queue.hpp"
 #include "pgqueue/worker_options.hpp"
 
@@ -71,17 +73,40 @@ struct worker_stats {
 class worker {
  public:
   /// `handler` is called as `co_await handler(lease&)` (it may ack/nack itself, or watch
-  /// `lease.lost_slot()`) or as `co_await handler(const job&)`. No round trip. Throws
-  /// `errc::invalid_argument` naming the option when one is outside its range (see
-  /// worker_options).
+  /// `lease.lost_slot()`), as `co_await handler(const job&)`, or, for a queue opened on a pool
+  /// (`queue::open(pool, ...)`), as `co_await handler(const job&, pgqueue::transaction&)`.
+  ///
+  /// A transactional handler runs inside a transaction of its own on a session of the pool
+  /// (begun as `options.transaction` says); when it returns the worker acks the job inside that
+  /// transaction and commits, so the job is done if and only if what the handler wrote
+  /// commits: exactly-once effects for work whose effects live in the same database. A throw
+  /// rolls the transaction back and nacks the job (outside it); a 40001 or 40P01 runs the
+  /// handler again in a new transaction (see transaction_options::max_attempts). When the
+  /// session drops while COMMIT is in flight (`errc::commit_unknown`) the worker nacks: fenced
+  /// by the lease token, that nack is refused if the commit took effect (the job is done; it
+  /// counts as `lost` in stats()), and retries the job otherwise. Per job: a session checkout
+  /// (no round trip when one is idle), BEGIN, the handler's statements, the ack and COMMIT:
+  /// size the pool for `concurrency` transactions besides the queue's shared session (and
+  /// `connections` - 1 more).
+  ///
+  /// No round trip. Throws `errc::invalid_argument` naming the option when one is outside its
+  /// range (see worker_options), or for a transactional handler on a queue without a pool.
   template <class Handler>
   worker(queue q, Handler handler, worker_options options = {})
       : q_(std::move(q)), options_(options) {
     if constexpr (std::is_invocable_v<Handler&, lease&>) {
       handler_ = std::move(handler);
+    } else if constexpr (std::is_invocable_v<Handler&, const job&, pg::transaction&>) {
+      if (!q_.sessions()) {
+        throw error(errc::invalid_argument,
+                    "a transactional handler needs a queue opened on a pool (queue::open)");
+      }
+      tx_handler_ = std::move(handler);
+      handler_ = [this](lease& l) { return handle_in_transaction(l); };
     } else {
       static_assert(std::is_invocable_v<Handler&, const job&>,
-                    "a worker handler takes (pgqueue::lease&) or (const pgqueue::job&)");
+                    "a worker handler takes (pgqueue::lease&), (const pgqueue::job&) or "
+                    "(const pgqueue::job&, pgqueue::transaction&)");
       handler_ = [h = std::move(handler)](lease& l) mutable { return h(l.job()); };
     }
     // The ranges worker_options documents: a huge interval overflows steady_clock arithmetic
@@ -97,6 +122,8 @@ class worker {
                               ms(0), worker_options::max_interval);
     pg::detail::check_between(bad, "worker_options.stop_timeout", options_.stop_timeout, ms(0),
                               worker_options::max_interval);
+    pg::detail::check_between(bad, "worker_options.transaction.max_attempts",
+                              options_.transaction.max_attempts, 1, 100);
     if (options_.claim_batch == 0) options_.claim_batch = options_.concurrency;
     options_.claim_batch = std::min({options_.claim_batch, options_.concurrency, 10000});
   }
@@ -338,13 +365,22 @@ class worker {
     lanes_.clear();
     const int n = options_.connections;
     std::vector<database> extra;
+    std::vector<pg::pooled_connection> borrowed;  // a queue on a pool: its sessions, for the run
     std::exception_ptr failure;
     try {
-      // A stop cancels a connect in progress (bounded by connect_timeout otherwise).
+      // A stop cancels a connect or checkout in progress (bounded by connect_timeout or
+      // acquire_timeout otherwise).
       for (int i = 1; i < n && !stopping_; ++i) {
-        extra.push_back(co_await asio::co_spawn(
-            *strand_, q_.db().connect_another(),
-            asio::bind_cancellation_slot(stop_signal_.slot(), asio::use_awaitable)));
+        if (q_.sessions()) {
+          borrowed.push_back(co_await asio::co_spawn(
+              *strand_, q_.sessions().acquire(),
+              asio::bind_cancellation_slot(stop_signal_.slot(), asio::use_awaitable)));
+          extra.push_back(*borrowed.back());
+        } else {
+          extra.push_back(co_await asio::co_spawn(
+              *strand_, q_.db().connect_another(),
+              asio::bind_cancellation_slot(stop_signal_.slot(), asio::use_awaitable)));
+        }
       }
     } catch (...) {
       if (!stopping_) failure = std::current_exception();
@@ -380,7 +416,10 @@ class worker {
     // The lanes' counts go into this worker's, for stats() after this and later runs.
     stats_ = stats();
     lanes_.clear();
-    for (auto& db : extra) db.close();
+    if (borrowed.empty()) {
+      for (auto& db : extra) db.close();
+    }
+    borrowed.clear();  // back to the pool (reset there if anything is left unanswered)
     if (failure) std::rethrow_exception(failure);
   }
 
@@ -536,6 +575,19 @@ class worker {
     } catch (const std::exception&) {
       ++stats_.lost;  // it expires and runs again
     }
+  }
+
+  // A transactional handler's job: the handler and the ack in one transaction (run again
+  // after 40001/40P01); a failure leaves the lease held (rolled back) for run_job to nack.
+  asio::awaitable<void> handle_in_transaction(lease& l) {
+    co_await pg::in_transaction(
+        q_.sessions(), [this, &l](pg::transaction& tx) { return handle_then_ack(l, tx); },
+        options_.transaction);
+  }
+
+  asio::awaitable<void> handle_then_ack(lease& l, pg::transaction& tx) {
+    co_await tx_handler_(l.job(), tx);
+    co_await l.ack(tx);
   }
 
   asio::awaitable<void> run_job(lease l, std::shared_ptr<running> self) {
@@ -762,6 +814,7 @@ class worker {
   queue q_;
   worker_options options_;
   std::function<asio::awaitable<void>(lease&)> handler_;
+  std::function<asio::awaitable<void>(const job&, pg::transaction&)> tx_handler_;  // or none
   worker_stats stats_;
   bool stopping_ = false;
   bool forced_ = false;

@@ -3,6 +3,8 @@
 
 #include <chrono>
 
+#include "pgqueue/pg/transaction_options.hpp"
+
 namespace pgqueue {
 
 /// How a worker schedules jobs. Constructing a worker refuses values outside the ranges given
@@ -19,7 +21,8 @@ struct worker_options {
   /// negative; more than `concurrency` counts as `concurrency`.
   int claim_batch = 0;
   /// Sessions the worker claims and acks on. 1: the queue's connection. N > 1: run() also
-  /// opens N - 1 sessions like it (pg::connection::connect_another), splits `concurrency`
+  /// opens N - 1 sessions like it (pg::connection::connect_another; for a queue opened on a
+  /// pool, takes them from the pool for the run instead), splits `concurrency`
   /// across the N (each with its own claim loop, acks and heartbeats) and closes them when it
   /// returns. One session commits its claims and acks one after another; several let a busy
   /// queue use more of the server. 1 to `concurrency`; the janitor uses the queue's connection.
@@ -33,6 +36,10 @@ struct worker_options {
   /// How long stop() lets running handlers finish before cancelling them and releasing their
   /// jobs (ready again at once, the attempt not counted). 0 to `max_interval`.
   std::chrono::milliseconds stop_timeout{std::chrono::seconds(10)};
+  /// For a handler taking `(const job&, pgqueue::transaction&)`: how its transactions begin
+  /// (isolation level), and how many times a job's handler runs when its transaction fails
+  /// with 40001 or 40P01 (`max_attempts`, 1 to 100).
+  pg::transaction_options transaction{};
 };
 
 }  // namespace pgqueue

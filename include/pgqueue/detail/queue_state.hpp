@@ -10,6 +10,7 @@
 
 #include "pgqueue/connect.hpp"
 #include "pgqueue/detail/wake_gate.hpp"
+#include "pgqueue/pg/pool.hpp"
 #include "pgqueue/pg/subscription.hpp"
 #include "pgqueue/queue_options.hpp"
 
@@ -17,8 +18,9 @@ namespace pgqueue::detail {
 
 struct queue_state {
   database db;
+  pg::pool sessions;  // queue::open(pool, ...): db is its shared session
   std::string name;
-  queue_options options;                    // options.worker_id points at worker_id below
+  queue_options options;  // options.worker_id points at worker_id below
   std::string worker_id;
   std::string channel;                      // pgqueue.channel(name), fetched once
   std::optional<pg::subscription> watcher;  // next_notification()'s subscription

@@ -10,3 +10,4 @@
 #include "pgqueue/pg/result.hpp"
 #include "pgqueue/pg/subscription.hpp"
 #include "pgqueue/pg/transaction.hpp"
+#include "pgqueue/pg/transaction_options.hpp"

@@ -148,10 +148,33 @@ class pool_impl : public std::enable_shared_from_this<pool_impl> {
     if (to_close) to_close->close();
   }
 
+  // The session lent to nobody: taken once (as an acquire) and kept until close().
+  asio::awaitable<connection> shared() {
+    {
+      std::lock_guard lock(m_);
+      if (shared_) co_return *shared_;
+    }
+    auto c = co_await acquire();
+    std::optional<connection> spare;
+    connection kept;
+    {
+      std::lock_guard lock(m_);
+      if (!shared_) {
+        shared_ = std::move(c);
+      } else {
+        spare = std::move(c);  // another first caller won
+      }
+      kept = *shared_;
+    }
+    if (spare) give_back(std::move(*spare));
+    co_return kept;
+  }
+
   void close() {
     std::vector<connection> idle;
     {
       std::lock_guard lock(m_);
+      if (shared_) idle.push_back(std::exchange(shared_, std::nullopt).value());
       auto [sessions, line] = state_.close();
       idle = std::move(sessions);
       for (auto id : line) {
@@ -242,7 +265,8 @@ class pool_impl : public std::enable_shared_from_this<pool_impl> {
   std::mutex m_;
   pool_state<connection> state_;
   std::unordered_map<std::uint64_t, std::shared_ptr<waiter>> waiters_;
-  asio::steady_timer reaper_;  // on a strand of ex_: armed, fired and cancelled there
+  std::optional<connection> shared_;  // shared(): holds its slot until close()
+  asio::steady_timer reaper_;         // on a strand of ex_: armed, fired and cancelled there
 };
 
 }  // namespace detail
@@ -331,8 +355,20 @@ class pool {
     co_return pooled_connection(std::move(impl), std::move(c));
   }
 
-  /// Closes the idle sessions and fails waiting and later acquires with `errc::closed`;
-  /// sessions in use close when they come back. Does not wait.
+  /// The pool's shared session: one pipelined `connection` for statements that need no session
+  /// of their own (autocommit statements, LISTEN, a queue's claims and acks), used by any number
+  /// of callers at once, as a `connect`ed one is. Taken from the pool at the first call (as
+  /// `acquire`, counting towards `max_size`) and kept until the pool is closed; later calls
+  /// return it at once. Never use it for `BEGIN`: that is what `transaction` is for. Throws as
+  /// `acquire`.
+  asio::awaitable<connection> shared() const {
+    if (!impl_) throw error(errc::closed, "pool handle is empty");
+    auto impl = impl_;
+    co_return co_await impl->shared();
+  }
+
+  /// Closes the idle sessions and the shared one, and fails waiting and later acquires with
+  /// `errc::closed`; sessions in use close when they come back. Does not wait.
   void close() {
     if (impl_) impl_->close();
   }
@@ -346,6 +382,9 @@ class pool {
     auto c = impl_->stats();
     return {c.size, c.idle, c.waiting};
   }
+
+  /// Whether this handle refers to a pool (one `open` made, or a copy of it).
+  explicit operator bool() const noexcept { return impl_ != nullptr; }
 
   /// The options the pool was opened with.
   const pool_options& options() const {

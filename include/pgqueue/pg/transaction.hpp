@@ -13,6 +13,7 @@
 
 #include <asio/awaitable.hpp>
 #include <asio/error.hpp>
+#include <asio/this_coro.hpp>
 
 #include "pgqueue/pg/connection.hpp"
 #include "pgqueue/pg/detail/check_option.hpp"
@@ -20,20 +21,9 @@
 #include "pgqueue/pg/params.hpp"
 #include "pgqueue/pg/pool.hpp"
 #include "pgqueue/pg/result.hpp"
+#include "pgqueue/pg/transaction_options.hpp"
 
 namespace pgqueue::pg {
-
-/// The isolation level a transaction begins with.
-enum class isolation { read_committed, repeatable_read, serializable };
-
-/// How a transaction begins, and how often `in_transaction` runs its body.
-struct transaction_options {
-  isolation level = isolation::read_committed;
-  bool read_only = false;
-  /// in_transaction: runs of the body at most, when it or the commit fails with SQLSTATE 40001
-  /// (serialization failure) or 40P01 (deadlock) (1 to 100). Other errors are not retried.
-  int max_attempts = 5;
-};
 
 /// Whether `e` is a failure that running the transaction again may cure (40001, 40P01).
 inline bool retryable(const error& e) noexcept {
@@ -260,6 +250,7 @@ asio::awaitable<T> run_in_transaction(pool p, std::function<asio::awaitable<T>(t
                                       transaction_options options) {
   for (int attempt = 1;; ++attempt) {
     auto tx = co_await transaction::begin(p, options);
+    std::exception_ptr failure;
     try {
       if constexpr (std::is_void_v<T>) {
         co_await body(tx);
@@ -271,9 +262,16 @@ asio::awaitable<T> run_in_transaction(pool p, std::function<asio::awaitable<T>(t
         co_return value;
       }
     } catch (const error& e) {
-      if (!retryable(e) || attempt >= options.max_attempts) throw;
+      if (!retryable(e) || attempt >= options.max_attempts) failure = std::current_exception();
+    } catch (...) {
+      failure = std::current_exception();
     }
-    if (tx.active()) co_await tx.rollback();
+    // Rolled back before the failure goes on (or the body runs again), so what the caller does
+    // next (e.g. nack the job the body was writing for) does not wait on this transaction's
+    // locks. A cancelled caller leaves that to the pool (a ROLLBACK sent now would be cancelled).
+    const auto state = co_await asio::this_coro::cancellation_state;
+    if (tx.active() && state.cancelled() == asio::cancellation_type::none) co_await tx.rollback();
+    if (failure) std::rethrow_exception(failure);
   }
 }
 
