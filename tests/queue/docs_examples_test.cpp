@@ -99,7 +99,45 @@ asio::awaitable<void> place_order(pgqueue::pool& pool, pgqueue::queue& emails, i
   });  // commits when the body returns; a throw rolls both back
 }
 
+// ---- README.md: transactions ----
+// Runs the README's block, then the worker until `stop` returns.
+asio::awaitable<void> readme_transactions(asio::any_io_executor ex, std::string conninfo,
+                                          int order_id, asio::awaitable<void> stop) {
+auto pool = co_await pgqueue::pool::open(ex, conninfo, {.max_size = 10});
+auto emails = co_await pgqueue::queue::open(pool, "emails");  // runs on the pool's shared session
+
+// The order and its confirmation e-mail: both or neither; workers are woken at the commit.
+co_await pgqueue::in_transaction(pool, [&](pgqueue::transaction& tx) -> asio::awaitable<void> {
+  co_await tx.query("INSERT INTO orders (id) VALUES ($1)", {order_id});
+  co_await emails.enqueue(tx, R"({"template": "order-confirmation"})");
+});  // commits when the body returns; a throw rolls both back; 40001/40P01 run it again
+
+// Exactly-once effects: the handler's writes and the job's ack commit together.
+pgqueue::worker w(emails, [](const pgqueue::job& j, pgqueue::transaction& tx) -> asio::awaitable<void> {
+  co_await tx.query("INSERT INTO sent_emails (job) VALUES ($1)", {j.id});
+}, {.concurrency = 8});
+  using namespace asio::experimental::awaitable_operators;
+  co_await (w.run() || std::move(stop));
+  pool.close();
+}
+
+// ---- docs/cpp-api.md: exactly-once effects ----
+asio::awaitable<void> invoice_worker(pgqueue::queue q, asio::awaitable<void> stop) {
+// Each job's invoice row and the job's ack commit together: exactly once per job.
+pgqueue::worker w(q, [](const pgqueue::job& j, pgqueue::transaction& tx) -> asio::awaitable<void> {
+  co_await tx.query("INSERT INTO invoices (job, body) VALUES ($1, $2)", {j.id, j.payload});
+}, {.concurrency = 8, .transaction = {.level = pgqueue::isolation::read_committed}});
+  using namespace asio::experimental::awaitable_operators;
+  co_await (w.run() || std::move(stop));
+}
+
 // clang-format on
+
+// Returns once `sql` counts `n` (bounded: the caller's checks fail otherwise).
+asio::awaitable<void> until_count(std::string dsn, std::string sql, std::int64_t n) {
+  session s(dsn);
+  co_await eventually([&] { return s.integer(sql) == n; });
+}
 
 // The states of the jobs in `queue`, in id order: "done,ready,…".
 std::string states(session& s, const std::string& queue) {
@@ -179,6 +217,40 @@ TEST_CASE("the transactions example enqueues with the order, or not at all", "[q
     CHECK(s.integer("SELECT count(*) FROM orders") == 1);
     CHECK(s.integer("SELECT count(*) FROM pgqueue.jobs WHERE queue = 'emails'") == 1);
   });
+}
+
+TEST_CASE("the README's transactions enqueue with the order and write each effect once",
+          "[queue][docs]") {
+  scratch_database db;
+  session s(db.dsn());
+  s.query("CREATE TABLE orders (id int PRIMARY KEY)");
+  s.query("CREATE TABLE sent_emails (job bigint PRIMARY KEY)");
+  run_async([&]() -> asio::awaitable<void> {
+    auto ex = co_await asio::this_coro::executor;
+    co_await readme_transactions(ex, db.dsn(), 7,
+                                 until_count(db.dsn(), "SELECT count(*) FROM sent_emails", 1));
+  });
+  CHECK(s.integer("SELECT count(*) FROM orders") == 1);
+  CHECK(s.integer("SELECT count(*) FROM sent_emails s JOIN pgqueue.jobs j ON j.id = s.job "
+                  "WHERE j.state = 'done'") == 1);
+}
+
+TEST_CASE("the exactly-once worker example writes one invoice per job", "[queue][docs]") {
+  scratch_database db;
+  session s(db.dsn());
+  s.query("CREATE TABLE invoices (job bigint PRIMARY KEY, body jsonb)");
+  s.query(
+      "SELECT pgqueue.enqueue('invoices', jsonb_build_object('n', g)) "
+      "FROM generate_series(1, 30) g");
+  run_async([&]() -> asio::awaitable<void> {
+    auto ex = co_await asio::this_coro::executor;
+    auto pool = co_await pgqueue::pool::open(ex, db.dsn());
+    auto q = co_await pgqueue::queue::open(pool, "invoices");
+    co_await invoice_worker(q, until_count(db.dsn(), "SELECT count(*) FROM invoices", 30));
+    pool.close();
+  });
+  CHECK(s.integer("SELECT count(*) FROM pgqueue.jobs WHERE state = 'done'") == 30);
+  CHECK(s.integer("SELECT count(*) FROM invoices") == 30);
 }
 
 }  // namespace queue_docs_examples_test
