@@ -47,8 +47,8 @@ std::string fault_report::line() const {
   char buf[160];
   std::snprintf(buf, sizeof buf, "%.1f s", seconds);
   std::ostringstream out;
-  out << "fault report: " << fault << ": enqueued " << enqueued << ", done " << done
-      << ", re-run " << re_run << ", dead " << dead;
+  out << "fault report: " << fault << ": enqueued " << enqueued << ", done " << done << ", re-run "
+      << re_run << ", dead " << dead;
   if (ready) out << ", ready " << ready;
   out << ", lost " << lost << ", " << buf << " (extra claims " << extra_claims;
   if (!notes.empty()) out << "; " << notes;
@@ -104,8 +104,8 @@ accounting account(session& s, const std::string& fault, const std::string& queu
     }
     a.jobs.emplace(id, std::move(j));
   }
-  a.done_acks = s.integer("SELECT coalesce(sum(n), 0) FROM pgqueue.done_counts WHERE queue = $1",
-                          {queue});
+  a.done_acks =
+      s.integer("SELECT coalesce(sum(n), 0) FROM pgqueue.done_counts WHERE queue = $1", {queue});
   return a;
 }
 
@@ -137,9 +137,9 @@ void check_accounting(const accounting& a) {
   }
   if (!unexplained.empty()) {
     const auto& j = a.jobs.at(unexplained.front());
-    UNSCOPED_INFO("first unexplained re-run: job " << j.id << " state " << j.state << " runs "
-                  << j.runs << " attempts " << j.attempts << " last_error "
-                  << j.last_error.value_or("NULL"));
+    UNSCOPED_INFO("first unexplained re-run: job "
+                  << j.id << " state " << j.state << " runs " << j.runs << " attempts "
+                  << j.attempts << " last_error " << j.last_error.value_or("NULL"));
   }
   CHECK(unexplained.empty());
 }
@@ -159,6 +159,25 @@ std::map<std::int64_t, int> run_counts(const std::map<std::int64_t, std::vector<
   return out;
 }
 
+std::string check_effects(session& s, const std::string& queue) {
+  const auto effects = s.integer(
+      "SELECT count(*) FROM effects e JOIN pgqueue.jobs j ON j.id = e.job WHERE j.queue = $1",
+      {queue});
+  const auto done_without = s.integer(
+      "SELECT count(*) FROM pgqueue.jobs j WHERE j.queue = $1 AND j.state = 'done' "
+      "AND NOT EXISTS (SELECT 1 FROM effects e WHERE e.job = j.id)",
+      {queue});
+  const auto effect_without = s.integer(
+      "SELECT count(*) FROM effects e JOIN pgqueue.jobs j ON j.id = e.job "
+      "WHERE j.queue = $1 AND j.state <> 'done'",
+      {queue});
+  CHECK(done_without == 0);
+  CHECK(effect_without == 0);
+  return std::to_string(effects) + " effect rows (unique per job), " +
+         std::to_string(done_without) + " done jobs without one, " +
+         std::to_string(effect_without) + " for jobs not done";
+}
+
 double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
@@ -170,30 +189,56 @@ drain_outcome drain_under_fault(const drain_setup& setup, run_counter& runs,
   std::atomic<bool> finished{false};      // tells `fault` to return
   std::atomic<bool> worker_ended{false};  // run() returned or threw
   std::atomic<bool> drained{false};
-  pgqueue::worker* running = nullptr;     // touched on the io thread only
+  pgqueue::worker* running = nullptr;  // touched on the io thread only
   std::string fault_failure;
   const auto start = std::chrono::steady_clock::now();
 
   // Named: the coroutine refers to the lambda's captures for as long as it runs.
   auto body = [&]() -> asio::awaitable<void> {
     try {
-      auto db = co_await pgqueue::connect(co_await asio::this_coro::executor, setup.worker_dsn);
-      pgqueue::queue q{db, setup.queue, setup.queue_options};
-      pgqueue::worker w(
-          q,
-          [&runs, work = setup.handler_work](const pgqueue::job& j) -> asio::awaitable<void> {
-            runs.record(j.id);
-            co_await pgq_test::pause(work);
-          },
-          setup.worker_options);
-      running = &w;
+      auto ex = co_await asio::this_coro::executor;
+      std::optional<pgqueue::queue> q;
+      pgqueue::pool pool;
+      if (setup.transactional) {
+        // Room for every handler's transaction besides the shared session.
+        const auto size = static_cast<std::size_t>(setup.worker_options.concurrency) + 1;
+        pool =
+            co_await pgqueue::pool::open(ex, setup.worker_dsn, {.min_size = 1, .max_size = size});
+        q = co_await pgqueue::queue::open(pool, setup.queue, setup.queue_options);
+      } else {
+        q.emplace(co_await pgqueue::connect(ex, setup.worker_dsn), setup.queue,
+                  setup.queue_options);
+      }
+      const auto work = setup.handler_work;
+      std::optional<pgqueue::worker> w;
+      if (setup.transactional) {
+        w.emplace(
+            *q,
+            [&runs, work](const pgqueue::job& j,
+                          pgqueue::transaction& tx) -> asio::awaitable<void> {
+              runs.record(j.id);
+              co_await tx.query("INSERT INTO effects (job) VALUES ($1)", {j.id});
+              co_await pgq_test::pause(work);
+            },
+            setup.worker_options);
+      } else {
+        w.emplace(
+            *q,
+            [&runs, work](const pgqueue::job& j) -> asio::awaitable<void> {
+              runs.record(j.id);
+              co_await pgq_test::pause(work);
+            },
+            setup.worker_options);
+      }
+      running = &*w;
       try {
-        co_await w.run();
+        co_await w->run();
       } catch (const std::exception& e) {
         out.failure = std::string("worker.run() threw: ") + e.what();
       }
       running = nullptr;
-      out.stats = w.stats();
+      out.stats = w->stats();
+      pool.close();
     } catch (const std::exception& e) {
       out.failure = std::string("worker set-up failed: ") + e.what();
     }

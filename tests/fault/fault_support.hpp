@@ -58,12 +58,12 @@ struct fault_report {
   std::int64_t done = 0;
   std::int64_t re_run = 0;  // handler runs beyond the first, summed over jobs
   std::int64_t dead = 0;
-  std::int64_t ready = 0;   // still waiting (only where the test stops before the queue is empty)
-  std::int64_t lost = 0;    // missing, left claimed, done without a run, or ready where not allowed
+  std::int64_t ready = 0;  // still waiting (only where the test stops before the queue is empty)
+  std::int64_t lost = 0;   // missing, left claimed, done without a run, or ready where not allowed
   std::int64_t extra_claims = 0;  // pgqueue.jobs.attempts beyond the first, summed over jobs
                                   // (>= re_run: a claim whose answer was lost ran nothing)
   double seconds = 0;
-  std::string notes;        // fault-specific counts (terminations, kills, ...)
+  std::string notes;  // fault-specific counts (terminations, kills, ...)
 
   std::string line() const;
   // Prints line() to stdout (the test log) at once.
@@ -84,9 +84,9 @@ struct job_outcome {
 struct accounting {
   fault_report report;
   std::map<std::int64_t, job_outcome> jobs;  // by id, for the enqueued ids
-  std::int64_t claimed = 0;      // rows still claimed in the queue (any job)
-  std::int64_t missing = 0;      // enqueued ids with no row
-  std::int64_t done_acks = 0;    // acks the server counted (pgqueue.done_counts) for the queue
+  std::int64_t claimed = 0;                  // rows still claimed in the queue (any job)
+  std::int64_t missing = 0;                  // enqueued ids with no row
+  std::int64_t done_acks = 0;  // acks the server counted (pgqueue.done_counts) for the queue
 };
 
 // Reads the final state of `enqueued` jobs of `queue` and joins the handler run counts.
@@ -115,17 +115,21 @@ struct drain_setup {
   std::string worker_dsn;  // the worker's connection
   std::string admin_dsn;   // the watcher's blocking session (reopened after failures)
   std::string queue = "q";
-  std::int64_t jobs = 0;   // jobs in the queue: the drain ends when all are done or dead
+  std::int64_t jobs = 0;  // jobs in the queue: the drain ends when all are done or dead
   pgqueue::queue_options queue_options{};
   pgqueue::worker_options worker_options{};
   std::chrono::milliseconds handler_work{1};  // each handler run pauses this long
   std::chrono::seconds limit{120};
+  // The worker's queue is opened on a pool (of worker_dsn) and its handler runs in the job's
+  // transaction: it inserts the job's id into the table `effects` (which the test creates,
+  // with a unique job column) and the worker acks in that transaction.
+  bool transactional = false;
 };
 
 struct drain_outcome {
   pgqueue::worker_stats stats;
-  bool drained = false;     // every job ended done or dead within the limit
-  std::string failure;      // what run() threw, if it did
+  bool drained = false;  // every job ended done or dead within the limit
+  std::string failure;   // what run() threw, if it did
   double seconds = 0;
 };
 
@@ -141,6 +145,11 @@ drain_outcome drain_under_fault(const drain_setup& setup, run_counter& runs,
 // and makes the assertions such a run shares: run() did not fail, the queue drained, and
 // check_accounting.
 void report_drain(accounting& a, const drain_outcome& outcome, const std::string& fault_note);
+
+// Exactly-once effects after a transactional drain (drain_setup::transactional): every done job
+// of `queue` has its row in `effects`, and no row of `effects` belongs to a job not done.
+// Returns a note for the report.
+std::string check_effects(session& s, const std::string& queue);
 
 // Seconds since `start`.
 double seconds_since(std::chrono::steady_clock::time_point start);

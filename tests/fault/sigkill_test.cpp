@@ -44,13 +44,16 @@ struct fleet {
 };
 
 std::int64_t final_jobs(session& s) {
-  return s.integer("SELECT count(*) FROM pgqueue.jobs WHERE queue = 'q' AND state IN ('done', 'dead')");
+  return s.integer(
+      "SELECT count(*) FROM pgqueue.jobs WHERE queue = 'q' AND state IN ('done', 'dead')");
 }
 
 }  // namespace
 
-TEST_CASE("SIGKILLed worker processes: their jobs run again after the lease, last attempts end "
-          "dead", "[fault][sigkill]") {
+TEST_CASE(
+    "SIGKILLed worker processes: their jobs run again after the lease, last attempts end "
+    "dead",
+    "[fault][sigkill]") {
   scratch_database db;
   session admin(db.dsn());
   admin.query(create_run_log_sql);

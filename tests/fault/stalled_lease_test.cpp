@@ -14,8 +14,10 @@ using namespace pgq_fault;
 using namespace pgq_test;
 using namespace std::chrono_literals;
 
-TEST_CASE("heartbeats stalled past the lease: the job runs again elsewhere and the first "
-          "holder's ack is refused", "[fault][lease]") {
+TEST_CASE(
+    "heartbeats stalled past the lease: the job runs again elsewhere and the first "
+    "holder's ack is refused",
+    "[fault][lease]") {
   queue_fixture f;
   session admin(f.db.dsn());
   session blocker(f.db.dsn());
@@ -31,33 +33,31 @@ TEST_CASE("heartbeats stalled past the lease: the job runs again elsewhere and t
     auto ex = co_await asio::this_coro::executor;
     auto holder_db = co_await f.connect();
     auto rescuer_db = co_await f.connect();
-    pgqueue::queue holder_q{holder_db, "q",
-                            {.worker_id = "holder", .lease = 1000ms, .heartbeat_interval = 250ms}};
-    pgqueue::queue rescuer_q{rescuer_db, "q",
-                             {.worker_id = "rescuer", .lease = 1000ms, .poll_interval = 200ms}};
+    pgqueue::queue holder_q{
+        holder_db, "q", {.worker_id = "holder", .lease = 1000ms, .heartbeat_interval = 250ms}};
+    pgqueue::queue rescuer_q{
+        rescuer_db, "q", {.worker_id = "rescuer", .lease = 1000ms, .poll_interval = 200ms}};
     bool may_finish = false, holder_finished = false;
-    pgqueue::worker holder(
-        holder_q,
-        [&](pgqueue::lease& l) -> asio::awaitable<void> {
-          runs.record(l.job().id);
-          // Runs on well past its lease: until the job was done by someone else.
-          co_await eventually([&] { return may_finish; }, 30s);
-          lost_before_ack = l.lost();
-          try {
-            co_await l.ack();
-          } catch (const pgqueue::error& e) {
-            first_ack = e.code();
-          }
-          holder_finished = true;
-        },
-        {.concurrency = 1, .janitor_interval = 0ms});
-    pgqueue::worker rescuer(
-        rescuer_q,
-        [&](const pgqueue::job& j) -> asio::awaitable<void> {
-          runs.record(j.id);
-          co_return;
-        },
-        {.concurrency = 1, .janitor_interval = 100ms});
+    pgqueue::worker holder(holder_q,
+                           [&](pgqueue::lease& l) -> asio::awaitable<void> {
+                             runs.record(l.job().id);
+                             // Runs on well past its lease: until the job was done by someone else.
+                             co_await eventually([&] { return may_finish; }, 30s);
+                             lost_before_ack = l.lost();
+                             try {
+                               co_await l.ack();
+                             } catch (const pgqueue::error& e) {
+                               first_ack = e.code();
+                             }
+                             holder_finished = true;
+                           },
+                           {.concurrency = 1, .janitor_interval = 0ms});
+    pgqueue::worker rescuer(rescuer_q,
+                            [&](const pgqueue::job& j) -> asio::awaitable<void> {
+                              runs.record(j.id);
+                              co_return;
+                            },
+                            {.concurrency = 1, .janitor_interval = 100ms});
 
     bool holder_ended = false, rescuer_ended = false;
     auto run_holder = [&]() -> asio::awaitable<void> {
@@ -89,15 +89,16 @@ TEST_CASE("heartbeats stalled past the lease: the job runs again elsewhere and t
       };
       asio::co_spawn(ex, stall(), asio::detached);
       auto waiting = co_await eventually([&] {
-        return admin.integer("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' "
-                             "AND NOT granted AND pid = $1",
-                             {std::to_string(holder_db.backend_pid())}) == 1;
+        return admin.integer(
+                   "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' "
+                   "AND NOT granted AND pid = $1",
+                   {std::to_string(holder_db.backend_pid())}) == 1;
       });
       REQUIRE(waiting);
       // The rescuer's janitor takes the job back once the lease ran out; the rescuer runs it.
       asio::co_spawn(ex, run_rescuer(), asio::detached);
-      auto rescued = co_await eventually(
-          [&] { return read_job(admin, ids[0]).state == "done"; }, 15s);
+      auto rescued =
+          co_await eventually([&] { return read_job(admin, ids[0]).state == "done"; }, 15s);
       REQUIRE(rescued);
       blocker.query("SELECT pg_advisory_unlock($1)", {std::to_string(lock_key)});
       may_finish = true;
@@ -114,8 +115,8 @@ TEST_CASE("heartbeats stalled past the lease: the job runs again elsewhere and t
 
   auto a = account(admin, "heartbeats stalled past a 1 s lease", "q", ids, runs.runs());
   a.report.seconds = seconds_since(start);
-  a.report.notes = "first holder's ack: " +
-                   (first_ack ? first_ack->message() : std::string("accepted"));
+  a.report.notes =
+      "first holder's ack: " + (first_ack ? first_ack->message() : std::string("accepted"));
   a.report.print();
   check_accounting(a);
   REQUIRE(first_ack);

@@ -28,75 +28,77 @@ TEST_CASE("stop() during a flood of enqueues strands no claimed job", "[fault][s
   const auto start = std::chrono::steady_clock::now();
   const std::int64_t stop_after = scaled(2000);
 
-  run_async([&]() -> asio::awaitable<void> {
-    auto worker_db = co_await f.connect();
-    pgqueue::queue wq{worker_db, "q", {.worker_id = "stopping-worker"}};
-    int slow_running = 0;
-    bool stopped = false;
-    pgqueue::worker w(
-        wq,
-        [&](const pgqueue::job& j) -> asio::awaitable<void> {
-          runs.record(j.id);
-          if (j.payload.find("slow") == std::string::npos) {
-            co_await pause(1ms);
-            co_return;
-          }
-          // A slow job outlives stop_timeout: stop() cancels it and releases the job.
-          struct running_guard {
-            int& n;
-            ~running_guard() { --n; }
-          } guard{++slow_running};
-          try {
-            co_await pause(60s);
-          } catch (const std::system_error&) {
-            ++slow_cancelled;
-            throw;
-          }
-        },
-        {.concurrency = 16, .stop_timeout = 300ms});
+  run_async(
+      [&]() -> asio::awaitable<void> {
+        auto worker_db = co_await f.connect();
+        pgqueue::queue wq{worker_db, "q", {.worker_id = "stopping-worker"}};
+        int slow_running = 0;
+        bool stopped = false;
+        pgqueue::worker w(wq,
+                          [&](const pgqueue::job& j) -> asio::awaitable<void> {
+                            runs.record(j.id);
+                            if (j.payload.find("slow") == std::string::npos) {
+                              co_await pause(1ms);
+                              co_return;
+                            }
+                            // A slow job outlives stop_timeout: stop() cancels it and releases the
+                            // job.
+                            struct running_guard {
+                              int& n;
+                              ~running_guard() { --n; }
+                            } guard{++slow_running};
+                            try {
+                              co_await pause(60s);
+                            } catch (const std::system_error&) {
+                              ++slow_cancelled;
+                              throw;
+                            }
+                          },
+                          {.concurrency = 16, .stop_timeout = 300ms});
 
-    auto run_worker = [&]() -> asio::awaitable<void> {
-      co_await w.run();
-      stopped = true;
-      stats = w.stats();
-    };
-    auto stopper = [&]() -> asio::awaitable<void> {
-      auto busy = co_await eventually(
-          [&] { return runs.total() >= stop_after && slow_running > 0; }, 60s);
-      INFO("handler runs " << runs.total() << ", slow handlers running " << slow_running);
-      REQUIRE(busy);
-      runs_at_stop = runs.total();
-      enqueued_at_stop = static_cast<std::int64_t>(enqueued.size());
-      w.stop();
-    };
-    // Enqueues one job at a time, every 4th round a batch of 10, 1 in 200 slow; keeps going
-    // until 200 more jobs went in after the worker stopped.
-    auto producer = [&](pgqueue::database db) -> asio::awaitable<void> {
-      pgqueue::queue q{db, "q"};
-      std::int64_t after = 0;
-      for (int n = 1; after < 200; ++n) {
-        // (n % 200 == 1 is never a batch round: ten slow jobs at once would fill the slots.)
-        std::string payload = n % 200 == 1 ? R"({"slow": true})" : R"({"n": 1})";
-        std::vector<std::int64_t> ids;
-        if (n % 4 == 0) {
-          std::vector<std::string> batch(10, payload);
-          ids = co_await q.enqueue_batch(std::move(batch));
-        } else {
-          ids.push_back(co_await q.enqueue(payload));
-        }
-        enqueued.insert(enqueued.end(), ids.begin(), ids.end());
-        if (stopped) {
-          after += static_cast<std::int64_t>(ids.size());
-          enqueued_after_stop += static_cast<std::int64_t>(ids.size());
-        }
-      }
-    };
-    auto own_1 = co_await f.connect();
-    auto own_2 = co_await f.connect();
-    using namespace asio::experimental::awaitable_operators;
-    co_await (run_worker() && stopper() && producer(worker_db) && producer(own_1) &&
-              producer(own_2));
-  }, 120s);
+        auto run_worker = [&]() -> asio::awaitable<void> {
+          co_await w.run();
+          stopped = true;
+          stats = w.stats();
+        };
+        auto stopper = [&]() -> asio::awaitable<void> {
+          auto busy = co_await eventually(
+              [&] { return runs.total() >= stop_after && slow_running > 0; }, 60s);
+          INFO("handler runs " << runs.total() << ", slow handlers running " << slow_running);
+          REQUIRE(busy);
+          runs_at_stop = runs.total();
+          enqueued_at_stop = static_cast<std::int64_t>(enqueued.size());
+          w.stop();
+        };
+        // Enqueues one job at a time, every 4th round a batch of 10, 1 in 200 slow; keeps going
+        // until 200 more jobs went in after the worker stopped.
+        auto producer = [&](pgqueue::database db) -> asio::awaitable<void> {
+          pgqueue::queue q{db, "q"};
+          std::int64_t after = 0;
+          for (int n = 1; after < 200; ++n) {
+            // (n % 200 == 1 is never a batch round: ten slow jobs at once would fill the slots.)
+            std::string payload = n % 200 == 1 ? R"({"slow": true})" : R"({"n": 1})";
+            std::vector<std::int64_t> ids;
+            if (n % 4 == 0) {
+              std::vector<std::string> batch(10, payload);
+              ids = co_await q.enqueue_batch(std::move(batch));
+            } else {
+              ids.push_back(co_await q.enqueue(payload));
+            }
+            enqueued.insert(enqueued.end(), ids.begin(), ids.end());
+            if (stopped) {
+              after += static_cast<std::int64_t>(ids.size());
+              enqueued_after_stop += static_cast<std::int64_t>(ids.size());
+            }
+          }
+        };
+        auto own_1 = co_await f.connect();
+        auto own_2 = co_await f.connect();
+        using namespace asio::experimental::awaitable_operators;
+        co_await (run_worker() && stopper() && producer(worker_db) && producer(own_1) &&
+                  producer(own_2));
+      },
+      120s);
 
   auto a = account(admin, "worker.stop() during a flood of enqueues", "q", enqueued, runs.runs(),
                    /*ready_allowed=*/true);

@@ -68,15 +68,14 @@ int main(int argc, char** argv) {
       co_await w.run();
       signals.cancel();
       const auto& s = w.stats();
-      std::fprintf(stderr,
-                   "worker %s: claimed %llu, acked %llu, failed %llu, lost %llu, released %llu, "
-                   "janitor reset %llu\n",
-                   worker_id.c_str(), static_cast<unsigned long long>(s.claimed),
-                   static_cast<unsigned long long>(s.acked),
-                   static_cast<unsigned long long>(s.failed),
-                   static_cast<unsigned long long>(s.lost),
-                   static_cast<unsigned long long>(s.released),
-                   static_cast<unsigned long long>(s.janitor_reset));
+      std::fprintf(
+          stderr,
+          "worker %s: claimed %llu, acked %llu, failed %llu, lost %llu, released %llu, "
+          "janitor reset %llu\n",
+          worker_id.c_str(), static_cast<unsigned long long>(s.claimed),
+          static_cast<unsigned long long>(s.acked), static_cast<unsigned long long>(s.failed),
+          static_cast<unsigned long long>(s.lost), static_cast<unsigned long long>(s.released),
+          static_cast<unsigned long long>(s.janitor_reset));
     } catch (const std::exception& e) {
       std::fprintf(stderr, "worker %s failed: %s\n", worker_id.c_str(), e.what());
       status = 1;
