@@ -123,6 +123,9 @@ void add_targets(bench::report& rep, const std::string& best_peer_drain) {
   rep.add_target({"transactional enqueue, 8 producers >= 0.8x the same SQL via pgbench -c 8",
                   "tx.enqueue.p8", "ref.tx_enqueue.c8", "", 0.8});
   rep.add_target(
+      {"transactional-handler worker, concurrency 8 >= 0.8x the same SQL via pgbench -c 8",
+       "tx.worker.c8", "ref.tx_worker.c8", "", 0.8});
+  rep.add_target(
       {"pool checkout: client CPU < 5 us", "pool.checkout", "", "client_us/checkout", 5});
 }
 

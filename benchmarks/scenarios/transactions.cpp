@@ -1,9 +1,17 @@
 // transactions: the application's own transactions on a pgqueue::pool. (1) Transactional
 // enqueue from 8 producers: an order row and its job in one commit (in_transaction), against
 // pgbench -c 8 running the same statements (BEGIN; INSERT; SELECT pgqueue.enqueue; COMMIT).
-// (2) The pool's own cost: client CPU per acquire and release of an idle session.
+// (2) A transactional-handler worker (concurrency 8, a pool of 9: the shared session and 8
+// transactions) draining pre-filled jobs, each handler inserting an effect row in the job's
+// transaction (BEGIN, INSERT, ack, COMMIT per job; claims batched on the shared session),
+// against pgbench -c 8 running BEGIN; claim_next; the INSERT; ack; COMMIT.
+// (3) The pool's own cost: client CPU per acquire and release of an idle session.
+#include <algorithm>
 #include <string>
 #include <vector>
+
+#include <asio/experimental/awaitable_operators.hpp>
+#include <asio/steady_timer.hpp>
 
 #include "../support/pgbench.hpp"
 #include "../support/progress.hpp"
@@ -26,6 +34,28 @@ asio::awaitable<void> place_orders(pgqueue::pool pool, pgqueue::queue q, clock::
     });
     ++placed;
   }
+}
+
+const char* const effect_sql = "INSERT INTO effects (job) VALUES ($1)";
+
+// Runs a transactional-handler worker on `q` for `secs` seconds; returns the jobs it finished
+// per second (done jobs counted from the table, over the time until run() returned).
+asio::awaitable<double> tx_worker_rate(pgqueue::queue q, int concurrency, int secs,
+                                       const pgqueue::database& db) {
+  using namespace asio::experimental::awaitable_operators;
+  auto ex = co_await asio::this_coro::executor;
+  const auto before = co_await count_jobs(db, "done");
+  pgqueue::worker w(q,
+                    [](const pgqueue::job& j, pgqueue::transaction& tx) -> asio::awaitable<void> {
+                      co_await tx.query_prepared(effect_sql, {j.id});
+                    },
+                    {.concurrency = concurrency});
+  asio::steady_timer timer(ex, std::chrono::seconds(secs));
+  const auto start = clock::now();
+  co_await (w.run() || timer.async_wait(asio::use_awaitable));  // the timer stops the worker
+  const double elapsed = seconds_since(start);
+  const auto done = co_await count_jobs(db, "done") - before;
+  co_return static_cast<double>(done) / elapsed;
 }
 
 asio::awaitable<std::int64_t> count_orders(const pgqueue::database& db) {
@@ -99,7 +129,43 @@ void run_transactions(context& ctx) {
       if (co_await count_orders(db) - orders_before != jobs) r.note += " orders != jobs";
       ctx.rep.add(std::move(r));
     }
-    {  // (2) checkout cost: an idle session taken and given back, no I/O
+    {  // (2) a transactional-handler worker, and the same SQL via pgbench
+      constexpr int concurrency = 8;
+      co_await db.execute_script("CREATE TABLE effects (job bigint PRIMARY KEY)");
+      const long fill = std::max(20000L, 8000L * ctx.opt.seconds);
+      co_await reset_jobs(db);
+      co_await fill_ready(db, fill);
+      auto worker_pool = co_await pgqueue::pool::open(
+          ex, dsn, {.min_size = concurrency + 1, .max_size = concurrency + 1});
+      auto wq = co_await pgqueue::queue::open(worker_pool, bench_queue);
+      say("transactions", "transactional-handler worker, concurrency 8 (" +
+                              std::to_string(ctx.opt.seconds) + " s)");
+      row r{"tx.worker.c8", "transactions",
+            "worker, handler INSERT + ack in the job's transaction, concurrency 8, pool of 9"};
+      r.rate = co_await tx_worker_rate(wq, concurrency, ctx.opt.seconds, db);
+      r.refs = {"ref.tx_worker.c8"};
+      ctx.rep.add(std::move(r));
+      worker_pool.close();
+
+      co_await reset_jobs(db);
+      co_await db.execute_script("TRUNCATE effects");
+      co_await fill_ready(db, fill);
+      const std::string script =
+          std::string("BEGIN;\nSELECT id, attempts FROM pgqueue.claim_next('") + bench_queue +
+          "', 'w') \\gset\nINSERT INTO effects (job) VALUES (:id);\n"
+          "SELECT pgqueue.ack(:id, 'w', :attempts);\nCOMMIT;\n";
+      say("transactions", "the same via pgbench -c 8 (" + std::to_string(ctx.opt.seconds) + " s)");
+      const auto before = co_await count_jobs(db, "done");
+      auto p = run_pgbench(ctx.opt, dsn, script, concurrency, ctx.opt.seconds);
+      const auto done = co_await count_jobs(db, "done") - before;
+      row ref{"ref.tx_worker.c8", "reference",
+              "BEGIN; claim_next; INSERT effect; ack; COMMIT, pgbench -c 8"};
+      ref.tag = "(tx)";
+      ref.rate = static_cast<double>(done) / ctx.opt.seconds;
+      if (p.exit_code != 0) ref.note = "pgbench exited with " + std::to_string(p.exit_code);
+      ctx.rep.add(std::move(ref));
+    }
+    {  // (3) checkout cost: an idle session taken and given back, no I/O
       const long n = 200000;
       say("transactions", "pool acquire + release, " + std::to_string(n) + " times");
       const double cpu0 = process_cpu_seconds();
