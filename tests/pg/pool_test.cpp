@@ -191,4 +191,57 @@ TEST_CASE("pool options outside their range are refused", "[pg][pool]") {
   });
 }
 
+namespace {
+
+// Holds the pool's one session until the context is destroyed.
+asio::awaitable<void> hold(pg::pool p) {
+  auto c = co_await p.acquire();
+  asio::steady_timer t(co_await asio::this_coro::executor, 1h);
+  co_await t.async_wait(asio::use_awaitable);
+}
+
+// Waits for a session that never comes free; `got` if it does.
+asio::awaitable<void> wait_for_one(pg::pool p, bool& got) {
+  auto c = co_await p.acquire();
+  got = true;
+}
+
+}  // namespace
+
+TEST_CASE("an io_context destroyed while one coroutine holds a session and another waits",
+          "[pg][pool]") {
+  pgq_test::scratch_database db(false);
+  for (const bool holder_first : {true, false}) {
+    auto io = std::make_unique<asio::io_context>();
+    bool got = false;
+    pg::pool kept;  // a handle that outlives the context
+    asio::co_spawn(
+        *io,
+        [&]() -> asio::awaitable<void> {
+          auto ex = co_await asio::this_coro::executor;
+          auto p = co_await pg::pool::open(ex, db.dsn(), sized(1, 1));
+          kept = p;
+          if (holder_first) {
+            asio::co_spawn(ex, hold(p), asio::detached);
+            co_await pgq_test::hops(5);
+            asio::co_spawn(ex, wait_for_one(p, got), asio::detached);
+          } else {
+            auto c = co_await p.acquire();
+            asio::co_spawn(ex, wait_for_one(p, got), asio::detached);
+            asio::steady_timer t(ex, 1h);
+            co_await t.async_wait(asio::use_awaitable);
+          }
+        },
+        asio::detached);
+    // Until the waiter waits: the pool then has one in line.
+    for (int i = 0; i < 2000 && !(kept && kept.stats().waiting == 1); ++i) io->run_for(5ms);
+    REQUIRE(kept);
+    CHECK(kept.stats().waiting == 1);
+    io.reset();  // destroys every frame: the holder's gives its session back as it goes
+    CHECK_FALSE(got);
+    // Closed with its context: later acquires fail (nothing can run them anyway).
+    kept = pg::pool();
+  }
+}
+
 }  // namespace pg_pool_test

@@ -19,9 +19,11 @@
 #include <asio/co_spawn.hpp>
 #include <asio/detached.hpp>
 #include <asio/error.hpp>
+#include <asio/execution/context.hpp>
 #include <asio/experimental/awaitable_operators.hpp>
 #include <asio/experimental/concurrent_channel.hpp>
 #include <asio/post.hpp>
+#include <asio/query.hpp>
 #include <asio/redirect_error.hpp>
 #include <asio/steady_timer.hpp>
 #include <asio/strand.hpp>
@@ -30,6 +32,7 @@
 
 #include "pgqueue/pg/connection.hpp"
 #include "pgqueue/pg/detail/check_option.hpp"
+#include "pgqueue/pg/detail/context_shutdown.hpp"
 #include "pgqueue/pg/detail/pool_state.hpp"
 #include "pgqueue/pg/error.hpp"
 #include "pgqueue/pg/pool_options.hpp"
@@ -63,7 +66,29 @@ class pool_impl : public std::enable_shared_from_this<pool_impl> {
         state_(o.min_size, o.max_size),
         reaper_(asio::make_strand(ex_)) {}
 
+  ~pool_impl() {
+    if (shutdown_registry_) context_shutdown::remove(*shutdown_registry_, this);
+  }
+
   const pool_options& options() const noexcept { return options_; }
+
+  // Closes the pool when its execution context shuts down (an io_context destroyed while a
+  // coroutine holds a session and another waits for one). From then on nobody is woken: the
+  // context's shutdown destroys the waiting frames, and the holders' frames give their
+  // sessions back as it does, after Asio's channel service may have freed the waits.
+  void close_at_context_shutdown() {
+    auto& ctx = asio::query(ex_, asio::execution::context);
+    shutdown_registry_ = asio::use_service<context_shutdown>(ctx).shared_registry();
+    context_shutdown::add(*shutdown_registry_, this, [weak = weak_from_this()] {
+      if (auto self = weak.lock()) {
+        {
+          std::lock_guard lock(self->m_);
+          self->context_gone_ = true;
+        }
+        self->close();
+      }
+    });
+  }
 
   // Opens min_size sessions (one after another: a failure fails the pool's open). They go
   // idle together at the end: given back one by one, the next acquire would take the last.
@@ -136,6 +161,10 @@ class pool_impl : public std::enable_shared_from_this<pool_impl> {
   // frees its slot.
   void give_back(connection c) noexcept {
     if (!c.is_open()) return discard();
+    if (gone()) {
+      c.close();  // the context is shutting down: nothing runs a reset any more
+      return discard();
+    }
     if (c.in_transaction() || c.outstanding() > 0) {
       asio::co_spawn(ex_, reset(shared_from_this(), std::move(c)), asio::detached);
       return;
@@ -172,18 +201,21 @@ class pool_impl : public std::enable_shared_from_this<pool_impl> {
 
   void close() {
     std::vector<connection> idle;
+    bool gone = false;
     {
       std::lock_guard lock(m_);
       if (shared_) idle.push_back(std::exchange(shared_, std::nullopt).value());
       auto [sessions, line] = state_.close();
       idle = std::move(sessions);
+      gone = context_gone_;
       for (auto id : line) {
+        if (gone) break;
         if (auto it = waiters_.find(id); it != waiters_.end())
           it->second->signal.try_send(std::error_code{}, 0);
       }
     }
     for (auto& c : idle) c.close();
-    reaper_cancel();
+    if (!gone) reaper_cancel();  // else the context destroys the timer's wait itself
   }
 
   struct counts {
@@ -204,9 +236,14 @@ class pool_impl : public std::enable_shared_from_this<pool_impl> {
     std::optional<connection> session;  // handed: a session, or none (open one instead)
   };
 
+  bool gone() {
+    std::lock_guard lock(m_);
+    return context_gone_;
+  }
+
   // With the mutex held: gives what a give_back or discard freed to the waiter it names.
   void hand(pool_state<connection>::handover h) {
-    if (!h.waiter) return;
+    if (!h.waiter || context_gone_) return;
     auto it = waiters_.find(h.waiter);
     if (it == waiters_.end()) return;  // cannot happen: waiters leave the line and map together
     it->second->handed = true;
@@ -266,7 +303,9 @@ class pool_impl : public std::enable_shared_from_this<pool_impl> {
   pool_state<connection> state_;
   std::unordered_map<std::uint64_t, std::shared_ptr<waiter>> waiters_;
   std::optional<connection> shared_;  // shared(): holds its slot until close()
-  asio::steady_timer reaper_;         // on a strand of ex_: armed, fired and cancelled there
+  bool context_gone_ = false;         // ex_'s context shut down: wake nobody (guarded by m_)
+  std::shared_ptr<context_shutdown::registry> shutdown_registry_;
+  asio::steady_timer reaper_;  // on a strand of ex_: armed, fired and cancelled there
 };
 
 }  // namespace detail
@@ -334,6 +373,7 @@ class pool {
     detail::reject_nul(conninfo, "conninfo");
     detail::check_pool_options(options);
     auto impl = std::make_shared<detail::pool_impl>(std::move(ex), std::move(conninfo), options);
+    impl->close_at_context_shutdown();
     try {
       co_await impl->fill();
     } catch (...) {
