@@ -85,7 +85,8 @@ class lease {
   }
 
   /// Marks the job done. One round trip. Throws `errc::lease_lost` when the job is no longer
-  /// held (nothing is changed), `errc::lease_finished` when already finished, or a connection
+  /// held (nothing is changed), `errc::lease_finished` when already finished or while an ack
+  /// or nack inside a transaction is pending (nothing sent), or a connection
   /// error (the lease then expires and the job runs again: at-least-once). When the connection
   /// drops, the ack is sent again once it has reconnected, while the lease may still be valid;
   /// if the first try had taken effect (its answer was lost), the job is found done under this
@@ -349,9 +350,19 @@ class lease {
   // not possible.
   std::shared_ptr<detail::lease_state> finish() {
     if (!state_) throw error(errc::lease_finished, "lease is empty (moved from)");
-    if (state_->finished.exchange(true)) {
-      throw error(errc::lease_finished,
-                  "lease of job " + std::to_string(state_->the_job.id) + " already finished");
+    {
+      // An ack or nack pending in a transaction holds the job's row: a plain one now would
+      // wait on that lock, holding up every statement behind it on its session.
+      std::lock_guard lock(state_->in_transaction_mutex);
+      if (state_->in_transaction) {
+        throw error(errc::lease_finished,
+                    "lease of job " + std::to_string(state_->the_job.id) +
+                        " has an ack or nack pending in a transaction; that transaction decides");
+      }
+      if (state_->finished.exchange(true)) {
+        throw error(errc::lease_finished,
+                    "lease of job " + std::to_string(state_->the_job.id) + " already finished");
+      }
     }
     state_->stop_heartbeat();
     // Not refused here when lost() is set: the server decides. A lease whose deadline passed

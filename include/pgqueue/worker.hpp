@@ -87,10 +87,13 @@ class worker {
   /// counts as `lost` in stats()), and retries the job otherwise. Per job: a session checkout
   /// (no round trip when one is idle), BEGIN, the handler's statements, the ack and COMMIT:
   /// size the pool for `concurrency` transactions besides the queue's shared session (and
-  /// `connections` - 1 more).
+  /// `connections` - 1 more). The transaction is the worker's: the handler runs statements in
+  /// it but neither commits nor rolls it back (one that does has its job nacked), and must not
+  /// keep the reference beyond its return.
   ///
   /// No round trip. Throws `errc::invalid_argument` naming the option when one is outside its
-  /// range (see worker_options), or for a transactional handler on a queue without a pool.
+  /// range (see worker_options), or for a transactional handler on a queue without a pool or
+  /// with `transaction.read_only`.
   template <class Handler>
   worker(queue q, Handler handler, worker_options options = {})
       : q_(std::move(q)), options_(options) {
@@ -124,6 +127,11 @@ class worker {
                               worker_options::max_interval);
     pg::detail::check_between(bad, "worker_options.transaction.max_attempts",
                               options_.transaction.max_attempts, 1, 100);
+    if (options_.transaction.read_only && tx_handler_) {
+      throw error(bad,
+                  "worker_options.transaction.read_only: the worker acks the job inside "
+                  "the handler's transaction");
+    }
     if (options_.claim_batch == 0) options_.claim_batch = options_.concurrency;
     options_.claim_batch = std::min({options_.claim_batch, options_.concurrency, 10000});
   }
@@ -587,6 +595,12 @@ class worker {
 
   asio::awaitable<void> handle_then_ack(lease& l, pg::transaction& tx) {
     co_await tx_handler_(l.job(), tx);
+    if (!tx.active()) {
+      // What it wrote is committed (or rolled back) without the ack: the job runs again.
+      throw error(errc::invalid_argument,
+                  "the handler ended its transaction itself (commit or rollback); the worker "
+                  "commits it, with the job's ack");
+    }
     co_await l.ack(tx);
   }
 

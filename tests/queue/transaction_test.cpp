@@ -168,6 +168,18 @@ TEST_CASE("a job acked inside a transaction is done if and only if it commits", 
       pending = e.code() == pgqueue::errc::lease_finished;
     }
     CHECK(pending);
+    // Nor a plain ack, nack or release: the transaction holds the row (nothing is sent).
+    int refused = 0;
+    for (int which = 0; which < 3; ++which) {
+      try {
+        if (which == 0) co_await l.ack();
+        if (which == 1) co_await l.nack("no");
+        if (which == 2) co_await l.release();
+      } catch (const pgqueue::error& e) {
+        if (e.code() == pgqueue::errc::lease_finished) ++refused;
+      }
+    }
+    CHECK(refused == 3);
     CHECK_FALSE(l.finished());
     co_await tx.commit();
     CHECK(l.finished());

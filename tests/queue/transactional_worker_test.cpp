@@ -254,9 +254,70 @@ TEST_CASE("queues opened on one pool share its shared session; a worker's lanes 
           closed = e.code() == pgqueue::pg::errc::closed;
         }
         CHECK(closed);
+        // The shared session closed with it: the queues on it fail at once.
+        CHECK_FALSE(q.db().is_open());
+        CHECK(pool.stats().size == 0);
+        bool enqueue_closed = false;
+        try {
+          co_await other.enqueue("{}");
+        } catch (const pgqueue::error& e) {
+          enqueue_closed = e.code() == pgqueue::pg::errc::closed;
+        }
+        CHECK(enqueue_closed);
       },
       60s);
   CHECK(count_jobs(admin, "done") == jobs);
+}
+
+TEST_CASE("a transactional handler that ends its transaction itself has its job nacked",
+          "[transactional_worker]") {
+  queue_fixture f;
+  session admin(f.db.dsn());
+  make_effects(admin);
+  const auto id = admin.integer("SELECT pgqueue.enqueue('q', '{}', p_max_attempts => 1)");
+  run_async(
+      [&]() -> asio::awaitable<void> {
+        auto pool = co_await open_pool(f);
+        auto q = co_await pgqueue::queue::open(pool, "q");
+        pgqueue::worker* self = nullptr;
+        pgqueue::worker w(
+            q,
+            [&](const pgqueue::job& j, pgqueue::transaction& tx) -> asio::awaitable<void> {
+              co_await tx.query("INSERT INTO effects VALUES ($1)", {j.id});
+              co_await tx.commit();
+              self->stop();
+            },
+            {.concurrency = 1});
+        self = &w;
+        co_await w.run();
+        CHECK(w.stats().failed == 1);
+        CHECK(w.stats().acked == 0);
+        pool.close();
+      },
+      60s);
+  const auto row = read_job(admin, id);
+  CHECK(row.state == "dead");
+  CHECK(row.last_error.value_or("").find("ended its transaction itself") != std::string::npos);
+}
+
+TEST_CASE("a transactional worker with read-only transactions is refused",
+          "[transactional_worker]") {
+  queue_fixture f;
+  run_async([&]() -> asio::awaitable<void> {
+    auto pool = co_await open_pool(f);
+    auto q = co_await pgqueue::queue::open(pool, "q");
+    bool refused = false;
+    try {
+      pgqueue::worker w(
+          q, [](const pgqueue::job&, pgqueue::transaction&) -> asio::awaitable<void> { co_return; },
+          {.transaction = {.read_only = true}});
+    } catch (const pgqueue::error& e) {
+      refused = e.code() == pgqueue::errc::invalid_argument &&
+                std::string(e.what()).find("read_only") != std::string::npos;
+    }
+    CHECK(refused);
+    pool.close();
+  });
 }
 
 }  // namespace queue_transactional_worker_test

@@ -204,9 +204,12 @@ class pool_impl : public std::enable_shared_from_this<pool_impl> {
     bool gone = false;
     {
       std::lock_guard lock(m_);
-      if (shared_) idle.push_back(std::exchange(shared_, std::nullopt).value());
       auto [sessions, line] = state_.close();
       idle = std::move(sessions);
+      if (shared_) {
+        idle.push_back(std::exchange(shared_, std::nullopt).value());
+        hand(state_.discard());  // its slot (no waiter is left to take it)
+      }
       gone = context_gone_;
       for (auto id : line) {
         if (gone) break;
