@@ -227,7 +227,7 @@ TEST_CASE("transactional enqueues under pg_terminate_backend every 100 ms: one j
   scratch_database db;
   session admin(db.dsn());
   admin.query("CREATE TABLE orders (id bigint PRIMARY KEY)");
-  const auto orders = scaled(4000);
+  const auto orders = scaled(2000);
   produce_outcome out;
   std::int64_t terminated = 0;
   produce_under_fault(with_application_name(db.dsn(), app), orders, out,
@@ -244,7 +244,7 @@ TEST_CASE("transactional enqueues across two immediate restarts: one job per ord
   throwaway_cluster cluster(/*durable=*/true);
   session(cluster.dsn()).script(read_file(schema_file()));
   session(cluster.dsn()).query("CREATE TABLE orders (id bigint PRIMARY KEY)");
-  const auto orders = scaled(3000);
+  const auto orders = scaled(1500);
   produce_outcome out;
   int restarts = 0;
   produce_under_fault(cluster.dsn(), orders, out, [&](const std::atomic<bool>& finished) {
@@ -261,7 +261,7 @@ TEST_CASE("a transactional-handler drain under pg_terminate_backend every 200 ms
   scratch_database db;
   session admin(db.dsn());
   admin.query("CREATE TABLE effects (job bigint PRIMARY KEY)");
-  const auto jobs = scaled(6000);
+  const auto jobs = scaled(3000);
   auto ids = fill(admin, "q", jobs, "jsonb_build_object('i', g)", many_attempts);
   run_counter runs;
   std::int64_t terminated = 0;
@@ -279,7 +279,7 @@ TEST_CASE("a transactional-handler drain across two immediate restarts: each eff
           "[fault][exactly_once]") {
   throwaway_cluster cluster(/*durable=*/true);
   std::vector<std::int64_t> ids;
-  const auto jobs = scaled(6000);
+  const auto jobs = scaled(3000);
   {
     session s(cluster.dsn());
     s.script(read_file(schema_file()));
