@@ -191,6 +191,31 @@ TEST_CASE("pool options outside their range are refused", "[pg][pool]") {
   });
 }
 
+TEST_CASE("a cancelled first shared() leaves nothing behind; the next takes the session",
+          "[pg][pool]") {
+  pgq_test::scratch_database db(false);
+  pgq_test::run_async([&]() -> asio::awaitable<void> {
+    auto ex = co_await asio::this_coro::executor;
+    auto p = co_await pg::pool::open(ex, db.dsn(), sized(1, 1, 200ms));
+    auto held = co_await p.acquire();
+    for (int hops = 0; hops < 4; ++hops) {
+      // Waits for the one session (held): cancelled while in line.
+      auto raced = co_await (p.shared() || pgq_test::hops(hops));
+      CHECK(raced.index() == 1);
+      CHECK(p.stats().waiting == 0);
+    }
+    held.release();
+    auto shared = co_await p.shared();
+    auto again = co_await p.shared();
+    CHECK(shared.backend_pid() == again.backend_pid());
+    CHECK(p.stats().idle == 0);  // the shared session is never idle in the pool
+    auto e = co_await expect_error(p.acquire());
+    CHECK(e.code() == pg::errc::pool_timeout);
+    p.close();
+    CHECK_FALSE(shared.is_open());
+  });
+}
+
 namespace {
 
 // Holds the pool's one session until the context is destroyed.
