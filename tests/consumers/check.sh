@@ -4,7 +4,8 @@
 #   plain     g++ consumer.cpp $(pkg-config --cflags --libs pgqueue), from an install
 #   cmake     find_package(pgqueue CONFIG) and pgqueue::pgqueue, from an install
 #   pkgconfig a Meson project with dependency('pgqueue') found by pkg-config, from an install
-#   wrap      a Meson project with subprojects/pgqueue.wrap (wrap-git; this repository's HEAD)
+#   wrap      a Meson project with subprojects/pgqueue.wrap (wrap-git; this repository's HEAD),
+#             using dependency('pgqueue-compiled'): the separately compiled form
 # The install is `meson install` of this checkout into a temporary prefix (headers only: no
 # compilation). Uses $PGQUEUE_TEST_DSN when set, else a throwaway server.
 #   tests/consumers/check.sh
@@ -40,7 +41,8 @@ quiet "$work/install.log" meson setup "$work/install-build" "$src" --prefix="$pr
 quiet "$work/install.log" meson install -C "$work/install-build"
 pcdir=$(dirname "$(cd "$prefix" && find lib* -name pgqueue.pc | head -n 1)")
 export PKG_CONFIG_PATH="$prefix/$pcdir"
-for f in "include/pgqueue/pgqueue.hpp" "share/pgqueue/pgqueue.sql" "$pcdir/pgqueue.pc"; do
+for f in "include/pgqueue/pgqueue.hpp" "include/pgqueue/src.hpp" "include/pgqueue/impl/queue.ipp" \
+         "share/pgqueue/pgqueue.sql" "$pcdir/pgqueue.pc"; do
   [ -f "$prefix/$f" ] || { echo "FAILED: meson install did not install $f"; exit 1; }
 done
 
@@ -80,7 +82,7 @@ revision = HEAD
 depth = 1
 
 [provide]
-dependency_names = pgqueue
+dependency_names = pgqueue, pgqueue-compiled
 WRAP
   quiet "$work/wrap.log" env -u PKG_CONFIG_PATH meson setup "$work/wrap/build" "$work/wrap"
   quiet "$work/wrap.log" ninja -C "$work/wrap/build"

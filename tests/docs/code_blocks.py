@@ -2,7 +2,7 @@
 """Checks that every code block of README.md and docs/*.md is compiled or run by a test.
 
 A `cpp` or `sql` block must appear, line for line (indentation and blank lines aside; its
-#include lines anywhere in the file), in a source under tests/ or examples/ (tests/queue/docs_examples_test.cpp and tests/sql/docs_test.cpp
+#include lines anywhere in the file), in a source under tests/, examples/ or src/ (tests/queue/docs_examples_test.cpp and tests/sql/docs_test.cpp
 hold the pages' blocks and run them). A `sh` block may only run the repository's own scripts
 (each command names an executable file of the repository) or psql. A `text` block is output, not
 code. A block without a language fails: say which it is.
@@ -22,7 +22,7 @@ def normalized(lines):
 
 
 sources = {}
-for folder in ('tests', 'examples'):
+for folder in ('tests', 'examples', 'src'):
     for path in (root / folder).rglob('*'):
         if path.suffix in ('.cpp', '.hpp', '.sql') and path.is_file():
             sources[path] = normalized(path.read_text(errors='replace').splitlines())

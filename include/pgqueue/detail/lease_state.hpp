@@ -24,6 +24,7 @@
 #include <asio/use_awaitable.hpp>
 
 #include "pgqueue/connect.hpp"
+#include "pgqueue/detail/config.hpp"
 #include "pgqueue/job.hpp"
 #include "pgqueue/pg/error.hpp"
 
@@ -84,16 +85,7 @@ struct lease_state : std::enable_shared_from_this<lease_state> {
     std::vector<std::int64_t> tokens;
   };
 
-  static fence fence_of(const std::vector<std::shared_ptr<lease_state>>& states) {
-    fence f;
-    f.ids.reserve(states.size());
-    f.tokens.reserve(states.size());
-    for (const auto& s : states) {
-      f.ids.push_back(s->the_job.id);
-      f.tokens.push_back(s->token);
-    }
-    return f;
-  }
+  static fence fence_of(const std::vector<std::shared_ptr<lease_state>>& states);
 
   /// Counts the jobs of ($1 ids, $3 lease tokens) that worker $2 acked under those claims:
   /// what an ack repeated across a reconnect achieved, whichever try did it. Through a
@@ -121,29 +113,7 @@ struct lease_state : std::enable_shared_from_this<lease_state> {
   /// again while any of them may be valid. Throws the last failure.
   asio::awaitable<pg::result> settle(
       std::string_view sql, pg::params args, bool* repeated,
-      const std::vector<std::shared_ptr<lease_state>>* batch = nullptr) {
-    auto valid_until = [&] {
-      auto until = expires.load();
-      if (batch) {
-        for (const auto& s : *batch) until = std::max(until, s->expires.load());
-      }
-      return until;
-    };
-    for (int tries = 1;; ++tries) {
-      try {
-        co_return co_await db.query_prepared(sql, args);
-      } catch (const pg::error& e) {
-        if (!connection_fault(e) || !db.is_open() ||
-            (tries >= 3 && std::chrono::steady_clock::now() >= valid_until())) {
-          throw;
-        }
-      }
-      *repeated = true;
-      asio::steady_timer pause(db.get_executor(), retry_delay());
-      std::error_code ec;
-      co_await pause.async_wait(asio::redirect_error(asio::use_awaitable, ec));
-    }
-  }
+      const std::vector<std::shared_ptr<lease_state>>* batch = nullptr);
 
   void start_heartbeat() {
     asio::co_spawn(db.get_executor(), heartbeat_loop(shared_from_this()), asio::detached);
@@ -164,56 +134,16 @@ struct lease_state : std::enable_shared_from_this<lease_state> {
   enum class beat_outcome { extended, refused, failed };
 
   // One heartbeat; never throws.
-  static asio::awaitable<beat_outcome> beat(std::shared_ptr<lease_state> self) {
-    try {
-      auto r = co_await self->db.query_prepared(
-          "SELECT pgqueue.heartbeat($1, $2, $3::interval, $4)",
-          {self->the_job.id, self->worker_id, interval(self->lease_for), self->token});
-      co_return r.get<bool>(0, 0) ? beat_outcome::extended : beat_outcome::refused;
-    } catch (const std::exception&) {
-      co_return beat_outcome::failed;
-    }
-  }
+  static asio::awaitable<beat_outcome> beat(std::shared_ptr<lease_state> self);
 
   // Heartbeats every `heartbeat_every`. A heartbeat that fails (connection trouble) is sent
   // again after retry_delay(), and one that waits for a reconnect is given up, until the lease
   // would have expired: after that the job may already belong to someone else, so it is lost.
-  static asio::awaitable<void> heartbeat_loop(std::shared_ptr<lease_state> self) {
-    using namespace asio::experimental::awaitable_operators;
-    auto wait = self->heartbeat_every;
-    while (!self->finished) {
-      self->timer.expires_after(wait);
-      std::error_code ec;
-      co_await self->timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
-      if (self->finished) break;
-      const auto sent = std::chrono::steady_clock::now();
-      if (sent >= self->expires.load()) {
-        self->mark_lost();
-        break;
-      }
-      asio::steady_timer expiry(self->db.get_executor(), self->expires.load());
-      std::error_code expiry_ec;
-      auto outcome = co_await (
-          beat(self) || expiry.async_wait(asio::redirect_error(asio::use_awaitable, expiry_ec)));
-      if (self->finished) break;
-      if (outcome.index() == 1) {  // no answer before the lease ran out
-        self->mark_lost();
-        break;
-      }
-      switch (std::get<0>(outcome)) {
-        case beat_outcome::extended:
-          self->expires.store(sent + self->lease_for);  // the server counted from later
-          wait = self->heartbeat_every;
-          break;
-        case beat_outcome::refused:
-          self->mark_lost();
-          co_return;
-        case beat_outcome::failed:
-          wait = self->retry_delay();
-          break;
-      }
-    }
-  }
+  static asio::awaitable<void> heartbeat_loop(std::shared_ptr<lease_state> self);
 };
 
 }  // namespace pgqueue::detail
+
+#if !defined(PGQUEUE_SEPARATE_COMPILATION)
+#include "pgqueue/detail/impl/lease_state.ipp"
+#endif

@@ -11,6 +11,7 @@
 #include <asio/this_coro.hpp>
 #include <asio/use_awaitable.hpp>
 
+#include "pgqueue/detail/config.hpp"
 #include "pgqueue/pg/error.hpp"
 
 namespace pgqueue::detail {
@@ -26,18 +27,10 @@ asio::awaitable<T> shielded(asio::awaitable<T> op) {
 
 // GCC 12 miscompiles `co_return co_await e;` for a void `e` (the coroutine ends in an illegal
 // instruction), hence the separate form.
-inline asio::awaitable<void> shielded(asio::awaitable<void> op) {
-  auto ex = co_await asio::this_coro::executor;
-  co_await asio::co_spawn(
-      ex, std::move(op),
-      asio::bind_cancellation_slot(asio::cancellation_slot(), asio::use_awaitable));
-}
+asio::awaitable<void> shielded(asio::awaitable<void> op);
 
 /// Whether the calling coroutine has been cancelled (its next async wait would throw).
-inline asio::awaitable<bool> cancelled() {
-  auto state = co_await asio::this_coro::cancellation_state;
-  co_return state.cancelled() != asio::cancellation_type::none;
-}
+asio::awaitable<bool> cancelled();
 
 /// The error a cancelled pgqueue operation throws, as a cancelled wait of the connection does.
 inline pg::error cancelled_error(const char* what) {
@@ -52,3 +45,7 @@ inline void throw_if_cancelled(const asio::cancellation_state& state, const char
 }
 
 }  // namespace pgqueue::detail
+
+#if !defined(PGQUEUE_SEPARATE_COMPILATION)
+#include "pgqueue/detail/impl/shield.ipp"
+#endif

@@ -25,42 +25,16 @@ class wake_gate {
   using clock = std::chrono::steady_clock;
 
   /// The gate for `key` (database identity and queue name), created on first use.
-  static std::shared_ptr<wake_gate> get(const std::string& key) {
-    static std::mutex registry_mutex;
-    static std::unordered_map<std::string, std::weak_ptr<wake_gate>> registry;
-    std::lock_guard lock(registry_mutex);
-    auto& slot = registry[key];
-    if (auto gate = slot.lock()) return gate;
-    std::erase_if(registry, [](const auto& entry) { return entry.second.expired(); });
-    auto gate = std::make_shared<wake_gate>();
-    registry[key] = gate;
-    return gate;
-  }
+  static std::shared_ptr<wake_gate> get(const std::string& key);
 
   /// Before sending an enqueue of jobs due now: true when that enqueue is to carry the
   /// wake-up (nothing is on its way and `gap` has passed since the last one). The caller then
   /// reports with `finish(delivered)` once the enqueue's answer is in.
-  bool try_carry(clock::duration gap) {
-    std::lock_guard lock(m_);
-    const auto now = clock::now();
-    if (state_ == state::sending || state_ == state::carrying || now < last_ + gap) return false;
-    state_ = state::carrying;  // a waiting sender finds its round taken (see begin)
-    pending_ = false;
-    last_ = now;
-    return true;
-  }
+  bool try_carry(clock::duration gap);
 
   /// Jobs committed and need announcing. Non-zero: the caller becomes the sender, and this
   /// is its ticket for `begin`. Zero: whoever is on its way will see to it.
-  std::uint64_t request() {
-    std::lock_guard lock(m_);
-    if (state_ != state::idle) {
-      pending_ = true;
-      return 0;
-    }
-    state_ = state::waiting;
-    return ++ticket_;
-  }
+  std::uint64_t request();
 
   /// How long the sender waits before its wake-up: until `gap` has passed since the last one
   /// plus half a gap for a carrier to take over, or nothing when the gate was quiet longer.
@@ -73,28 +47,12 @@ class wake_gate {
 
   /// The sender is about to send. False: a carrier took over its round (the sender stops).
   /// True: its wake-up covers every request made so far.
-  bool begin(std::uint64_t ticket) {
-    std::lock_guard lock(m_);
-    if (state_ != state::waiting || ticket != ticket_) return false;
-    state_ = state::sending;
-    pending_ = false;
-    last_ = clock::now();
-    return true;
-  }
+  bool begin(std::uint64_t ticket);
 
   /// The wake-up (sender's or carrier's) is done; `delivered` is false when it failed, so
   /// what it was to announce is still pending. Non-zero: requests came in meanwhile, and the
   /// caller continues (a sender) or starts (a carrier) a sender round with this ticket.
-  std::uint64_t finish(bool delivered = true) {
-    std::lock_guard lock(m_);
-    if (!delivered) pending_ = true;
-    if (pending_) {
-      state_ = state::waiting;
-      return ++ticket_;
-    }
-    state_ = state::idle;
-    return 0;
-  }
+  std::uint64_t finish(bool delivered = true);
 
  private:
   enum class state { idle, waiting, sending, carrying };
@@ -107,3 +65,8 @@ class wake_gate {
 };
 
 }  // namespace pgqueue::detail
+
+#if !defined(PGQUEUE_SEPARATE_COMPILATION)
+#include "pgqueue/detail/config.hpp"
+#include "pgqueue/detail/impl/wake_gate.ipp"
+#endif

@@ -9,6 +9,7 @@
 #include <string>
 #include <utility>
 
+#include "pgqueue/detail/config.hpp"
 #include "pgqueue/pg/detail/connection_impl.hpp"
 #include "pgqueue/pg/detail/operation.hpp"
 #include "pgqueue/pg/detail/subscription_state.hpp"
@@ -29,14 +30,7 @@ class subscription {
   /// An empty subscription; `next()` fails with `errc::closed`.
   subscription() = default;
   subscription(subscription&&) noexcept = default;
-  subscription& operator=(subscription&& other) noexcept {
-    if (this != &other) {
-      unsubscribe();
-      impl_ = std::move(other.impl_);
-      state_ = std::move(other.state_);
-    }
-    return *this;
-  }
+  subscription& operator=(subscription&& other) noexcept;
   ~subscription() { unsubscribe(); }
 
   /// Waits for the next notification (buffered ones first; no round trip). Fails with
@@ -49,18 +43,7 @@ class subscription {
   /// received are discarded first. For a caller that read `received()`, then checked what the
   /// notifications announce (a query sent after that reading sees what they announced): it
   /// then waits only for news. No round trip.
-  asio::awaitable<notification> next_after(std::uint64_t seen) const {
-    if (!state_) {
-      return detail::fail_awaitable<notification>(
-          detail::make_error(errc::closed, "subscription is empty or unsubscribed"));
-    }
-    return detail::async_start<notification>(
-        impl_->strand(),
-        [impl = impl_, state = state_, seen](detail::operation_ptr<notification> op) {
-          impl->wait_notification(state, std::move(op), seen);
-        },
-        asio::use_awaitable);
-  }
+  asio::awaitable<notification> next_after(std::uint64_t seen) const;
 
   /// How many notifications this subscription has received so far, including `reconnected`
   /// markers and any discarded (any thread; 0 for an empty subscription).
@@ -96,3 +79,7 @@ class subscription {
 };
 
 }  // namespace pgqueue::pg
+
+#if !defined(PGQUEUE_SEPARATE_COMPILATION)
+#include "pgqueue/pg/impl/subscription.ipp"
+#endif

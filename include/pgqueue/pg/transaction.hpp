@@ -15,6 +15,7 @@
 #include <asio/error.hpp>
 #include <asio/this_coro.hpp>
 
+#include "pgqueue/detail/config.hpp"
 #include "pgqueue/pg/connection.hpp"
 #include "pgqueue/pg/detail/check_option.hpp"
 #include "pgqueue/pg/error.hpp"
@@ -51,40 +52,12 @@ class transaction {
         active_(std::exchange(o.active_, false)),
         cancelled_(std::exchange(o.cancelled_, false)),
         on_end_(std::move(o.on_end_)) {}
-  transaction& operator=(transaction&& o) noexcept {
-    if (this != &o) {
-      abandon();
-      conn_ = std::move(o.conn_);
-      active_ = std::exchange(o.active_, false);
-      cancelled_ = std::exchange(o.cancelled_, false);
-      on_end_ = std::move(o.on_end_);
-    }
-    return *this;
-  }
+  transaction& operator=(transaction&& o) noexcept;
   ~transaction() { abandon(); }
 
   /// Takes a session from `p` (see pool::acquire) and begins a transaction on it: one round
   /// trip after the acquire. Throws as pool::acquire, and the server's error for BEGIN.
-  static asio::awaitable<transaction> begin(const pool& p, transaction_options options = {}) {
-    detail::check_between(errc::invalid_argument, "transaction_options::max_attempts",
-                          options.max_attempts, 1, 100);
-    transaction t;
-    // A session that dropped while idle in the pool fails its BEGIN with connection_lost before
-    // the drop is noticed; nothing ran, so BEGIN goes once more (on a new session, or the same
-    // one reconnected).
-    for (int attempt = 1;; ++attempt) {
-      t.conn_ = co_await p.acquire();
-      try {
-        co_await t.conn_->query(begin_sql(options));
-        break;
-      } catch (const error& e) {
-        if (e.code() != errc::connection_lost || attempt == 2) throw;
-      }
-      t.conn_.release();
-    }
-    t.active_ = true;
-    co_return t;
-  }
+  static asio::awaitable<transaction> begin(const pool& p, transaction_options options = {});
 
   /// Runs one statement in the transaction (as connection::query: one round trip). Throws
   /// `errc::closed` once the transaction has ended.
@@ -116,60 +89,11 @@ class transaction {
   /// commit fails (e.g. 40001 under `serializable`, a deferred constraint): then it was rolled
   /// back; `errc::server_error` with SQLSTATE 25P02 when an earlier statement had failed
   /// (PostgreSQL then rolls back instead). Not cancellable once sent (its outcome must be known).
-  asio::awaitable<void> commit() {
-    check_active();
-    active_ = false;
-    bool committed = false;
-    std::exception_ptr failure;
-    if (!conn_->is_open()) {
-      end(false);
-      throw error(errc::connection_lost,
-                  "the session was lost before COMMIT: the transaction was rolled back");
-    }
-    if (cancelled_) {
-      end(false);  // the pool rolls the session back
-      server_diagnostics d;
-      d.severity = "ERROR";
-      d.sqlstate = "25P02";
-      d.message =
-          "a statement of the transaction was cancelled and may have run: rolled back instead";
-      throw error(std::move(d));
-    }
-    try {
-      auto r = co_await conn_->query_prepared("COMMIT", {}, cancel_until_sent);
-      committed = r.command_tag() == "COMMIT";
-      if (!committed) {
-        server_diagnostics d;
-        d.severity = "ERROR";
-        d.sqlstate = "25P02";
-        d.message = "the transaction was rolled back at COMMIT: an earlier statement failed";
-        failure = std::make_exception_ptr(error(std::move(d)));
-      }
-    } catch (const error& e) {
-      if (e.code() == errc::connection_lost || e.code() == errc::statement_timeout) {
-        failure = std::make_exception_ptr(
-            error(errc::commit_unknown, std::string("COMMIT's outcome is unknown: ") + e.what()));
-      } else {
-        failure = std::current_exception();
-      }
-    }
-    end(committed);
-    if (failure) std::rethrow_exception(failure);
-  }
+  asio::awaitable<void> commit();
 
   /// Rolls back: one round trip; the session goes back to the pool. A dropped session counts as
   /// rolled back (the server rolls back what it did not commit).
-  asio::awaitable<void> rollback() {
-    check_active();
-    active_ = false;
-    try {
-      co_await conn_->query("ROLLBACK");
-    } catch (const error&) {
-      // Dropped or refused: the server ends the transaction with the session.
-      conn_->close();
-    }
-    end(false);
-  }
+  asio::awaitable<void> rollback();
 
   /// Whether the transaction is open (begun, not committed or rolled back).
   bool active() const noexcept { return active_; }
@@ -186,33 +110,11 @@ class transaction {
   void on_end(std::function<void(bool committed)> f) { on_end_.push_back(std::move(f)); }
 
  private:
-  static std::string begin_sql(const transaction_options& o) {
-    std::string sql = "BEGIN ISOLATION LEVEL ";
-    switch (o.level) {
-      case isolation::read_committed:
-        sql += "READ COMMITTED";
-        break;
-      case isolation::repeatable_read:
-        sql += "REPEATABLE READ";
-        break;
-      case isolation::serializable:
-        sql += "SERIALIZABLE";
-        break;
-    }
-    if (o.read_only) sql += " READ ONLY";
-    return sql;
-  }
+  static std::string begin_sql(const transaction_options& o);
 
   // A statement cancelled after it may have been sent may still run: the caller cannot know
   // what the transaction did, so it can no longer commit (commit() rolls back instead).
-  asio::awaitable<result> cancel_fails_transaction(asio::awaitable<result> op) const {
-    try {
-      co_return co_await std::move(op);
-    } catch (const error& e) {
-      if (e.code() == asio::error::operation_aborted) cancelled_ = true;
-      throw;
-    }
-  }
+  asio::awaitable<result> cancel_fails_transaction(asio::awaitable<result> op) const;
 
   static std::exception_ptr ended() {
     return std::make_exception_ptr(
@@ -292,3 +194,7 @@ auto in_transaction(const pool& p, Body body, transaction_options options = {})
 }
 
 }  // namespace pgqueue::pg
+
+#if !defined(PGQUEUE_SEPARATE_COMPILATION)
+#include "pgqueue/pg/impl/transaction.ipp"
+#endif

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "pgqueue/detail/config.hpp"
 #include "pgqueue/pg/detail/subscription_state.hpp"
 #include "pgqueue/pg/notification.hpp"
 
@@ -21,13 +22,7 @@ class channel_registry {
 
   /// A LISTEN finished; `sub` is null when it failed or its caller gave up. Returns true when
   /// nobody wants the channel any more (the caller should UNLISTEN).
-  bool end_listen(const std::string& channel, std::shared_ptr<subscription_state> sub) {
-    auto it = entries_.find(channel);
-    if (it == entries_.end()) return false;
-    --it->second.pending;
-    if (sub) it->second.subs.push_back(std::move(sub));
-    return erase_if_unused(it);
-  }
+  bool end_listen(const std::string& channel, std::shared_ptr<subscription_state> sub);
 
   /// Returns true when `sub` was the last interest in its channel.
   bool remove(const std::shared_ptr<subscription_state>& sub) {
@@ -52,14 +47,7 @@ class channel_registry {
   }
 
   /// The server refused to LISTEN again: the channel's subscriptions end with `e`.
-  void fail_channel(const std::string& channel, const std::exception_ptr& e) {
-    auto it = entries_.find(channel);
-    if (it == entries_.end()) return;
-    auto subs = std::move(it->second.subs);
-    it->second.subs.clear();
-    erase_if_unused(it);
-    for (auto& s : subs) s->fail(e);
-  }
+  void fail_channel(const std::string& channel, const std::exception_ptr& e);
 
   void fail_all(std::exception_ptr e) {
     auto entries = std::exchange(entries_, {});
@@ -91,3 +79,7 @@ class channel_registry {
 };
 
 }  // namespace pgqueue::pg::detail
+
+#if !defined(PGQUEUE_SEPARATE_COMPILATION)
+#include "pgqueue/pg/detail/impl/channel_registry.ipp"
+#endif

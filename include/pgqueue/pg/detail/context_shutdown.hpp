@@ -52,18 +52,14 @@ class context_shutdown : public asio::execution_context::service {
   }
 
  private:
-  void shutdown() override {
-    std::unordered_map<const void*, std::function<void()>> closers;
-    {
-      std::lock_guard<std::mutex> lock(registry_->mutex);
-      registry_->shut_down = true;
-      closers = std::exchange(registry_->on_shutdown, {});
-    }
-    // No handler runs any more (the context's run() has returned on every thread).
-    for (auto& [key, close] : closers) close();
-  }
+  void shutdown() override;
 
   std::shared_ptr<registry> registry_;
 };
 
 }  // namespace pgqueue::pg::detail
+
+#if !defined(PGQUEUE_SEPARATE_COMPILATION)
+#include "pgqueue/detail/config.hpp"
+#include "pgqueue/pg/detail/impl/context_shutdown.ipp"
+#endif

@@ -13,6 +13,7 @@
 #include <string_view>
 #include <utility>
 
+#include "pgqueue/detail/config.hpp"
 #include "pgqueue/pg/detail/libpq_handles.hpp"
 #include "pgqueue/pg/detail/operation.hpp"
 #include "pgqueue/pg/detail/server_error.hpp"
@@ -49,33 +50,7 @@ struct request {
   bool abandoned() const noexcept { return op && op->done(); }
 
   /// Accumulates one result: the first error wins, otherwise the first data result is kept.
-  void add(result_ptr res) {
-    if (preparing_ && PQresultStatus(res.get()) == PGRES_COMMAND_OK) {
-      preparing_ = false;  // the Parse's answer, not the statement's
-      return;
-    }
-    switch (PQresultStatus(res.get())) {
-      case PGRES_TUPLES_OK:
-      case PGRES_COMMAND_OK:
-      case PGRES_EMPTY_QUERY:
-      case PGRES_SINGLE_TUPLE:
-        if (!have_first_) {
-          first = result(res.release());
-          have_first_ = true;
-        }
-        break;
-      case PGRES_PIPELINE_ABORTED:
-        note_failure(make_error(errc::protocol_error, "statement skipped: pipeline aborted"));
-        break;
-      default: {
-        // 26000: the session no longer has the prepared statement (DEALLOCATE by the user).
-        const char* state = PQresultErrorField(res.get(), PG_DIAG_SQLSTATE);
-        if (state && std::string_view(state) == "26000") statement_missing_ = true;
-        note_failure(std::make_exception_ptr(server_error_of(res.get())));
-        break;
-      }
-    }
-  }
+  void add(result_ptr res);
 
   void note_failure(std::exception_ptr e) {
     if (!failure) failure = std::move(e);
@@ -109,3 +84,7 @@ struct request {
 using request_ptr = std::unique_ptr<request>;
 
 }  // namespace pgqueue::pg::detail
+
+#if !defined(PGQUEUE_SEPARATE_COMPILATION)
+#include "pgqueue/pg/detail/impl/request.ipp"
+#endif

@@ -9,6 +9,7 @@
 #include <optional>
 #include <utility>
 
+#include "pgqueue/detail/config.hpp"
 #include "pgqueue/pg/detail/request.hpp"
 
 namespace pgqueue::pg::detail {
@@ -29,18 +30,7 @@ class request_queue {
   /// (it needs the simple protocol), and nothing goes while a script runs. Unsent requests
   /// whose callers gave up are finished on the way (never sent, so nothing to read back; their
   /// hooks still run).
-  request* next_to_send(bool script_running) {
-    while (!script_running && !unsent_.empty()) {
-      request& r = *unsent_.front();
-      if (r.abandoned()) {
-        take(unsent_)->finish();
-        continue;
-      }
-      if (r.type == request::kind::script && !sent_.empty()) return nullptr;
-      return &r;
-    }
-    return nullptr;
-  }
+  request* next_to_send(bool script_running);
 
   /// The request next_to_send returned was written: it now waits for its answer.
   void sent() {
@@ -63,15 +53,7 @@ class request_queue {
   /// it). With `wait_until`, the unsent ones wait for a new session until then; without, they
   /// fail with `unsent_error` (the connection has ended).
   void drop(const std::exception_ptr& sent_error, std::optional<clock::time_point> wait_until,
-            const std::exception_ptr& unsent_error) {
-    // Stamped before anything below can push more: those wait as long as the rest.
-    if (wait_until) {
-      for (auto& r : unsent_) r->deadline = *wait_until;
-    }
-    auto sent = std::exchange(sent_, {});
-    for (auto& r : sent) r->fail(sent_error);
-    if (!wait_until) fail_all_unsent(unsent_error);
-  }
+            const std::exception_ptr& unsent_error);
 
   /// Fails every unsent request with `e`, and any that their hooks push meanwhile.
   void fail_all_unsent(const std::exception_ptr& e) {
@@ -90,15 +72,7 @@ class request_queue {
 
   /// Fails, with what `why()` makes, the unsent requests whose wait for a new session ended by
   /// `now`. Returns how many.
-  std::size_t expire(clock::time_point now, const std::function<std::exception_ptr()>& why) {
-    std::deque<request_ptr> expired, keep;
-    for (auto& r : unsent_) (r->deadline <= now ? expired : keep).push_back(std::move(r));
-    unsent_ = std::move(keep);
-    if (expired.empty()) return 0;
-    auto e = why();
-    for (auto& r : expired) r->fail(e);
-    return expired.size();
-  }
+  std::size_t expire(clock::time_point now, const std::function<std::exception_ptr()>& why);
 
   /// When the first unsent request stops waiting for a new session; none when none waits.
   std::optional<clock::time_point> earliest_deadline() const {
@@ -120,3 +94,7 @@ class request_queue {
 };
 
 }  // namespace pgqueue::pg::detail
+
+#if !defined(PGQUEUE_SEPARATE_COMPILATION)
+#include "pgqueue/pg/detail/impl/request_queue.ipp"
+#endif

@@ -9,6 +9,7 @@
 #include <string>
 #include <utility>
 
+#include "pgqueue/detail/config.hpp"
 #include "pgqueue/pg/detail/operation.hpp"
 #include "pgqueue/pg/notification.hpp"
 
@@ -27,38 +28,12 @@ class subscription_state {
   /// Notifications delivered so far, buffered or handed to a waiter (any thread).
   std::uint64_t received() const noexcept { return received_.load(std::memory_order_acquire); }
 
-  void deliver(notification n) {
-    const auto seq = received_.fetch_add(1, std::memory_order_acq_rel) + 1;
-    while (!waiters_.empty() && waiters_.front()->done()) waiters_.pop_front();
-    if (!waiters_.empty()) {
-      auto op = std::move(waiters_.front());
-      waiters_.pop_front();
-      op->complete(nullptr, std::move(n));
-      return;
-    }
-    buffer_.push_back({seq, std::move(n)});
-    if (buffer_.size() > capacity_) {
-      buffer_.pop_front();
-      dropped_.fetch_add(1, std::memory_order_relaxed);
-    }
-  }
+  void deliver(notification n);
 
   /// Completes `op` with the oldest buffered notification, or when the next one arrives;
   /// buffered ones among the first `after` received are discarded first (the waiter has
   /// accounted for them).
-  void wait(operation_ptr<notification> op, std::uint64_t after = 0) {
-    while (!buffer_.empty() && buffer_.front().first <= after) buffer_.pop_front();
-    if (!buffer_.empty()) {
-      auto n = std::move(buffer_.front().second);
-      buffer_.pop_front();
-      op->complete(nullptr, std::move(n));
-    } else if (failure_) {
-      op->complete(failure_);
-    } else {
-      std::erase_if(waiters_, [](const auto& w) { return w->done(); });
-      waiters_.push_back(std::move(op));
-    }
-  }
+  void wait(operation_ptr<notification> op, std::uint64_t after = 0);
 
   /// Ends the subscription: current waiters fail now, later waits once the buffer is drained.
   void fail(std::exception_ptr e) {
@@ -78,3 +53,7 @@ class subscription_state {
 };
 
 }  // namespace pgqueue::pg::detail
+
+#if !defined(PGQUEUE_SEPARATE_COMPILATION)
+#include "pgqueue/pg/detail/impl/subscription_state.ipp"
+#endif
