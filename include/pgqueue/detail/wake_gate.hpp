@@ -61,7 +61,9 @@ class wake_gate {
   state state_ = state::idle;
   bool pending_ = false;
   std::uint64_t ticket_ = 0;
-  clock::time_point last_{};
+  // Never: steady_clock's zero is the machine's boot, so a default time point would hold back
+  // the first wake-ups of a process on a machine up for less than the gap.
+  clock::time_point last_ = clock::time_point::min();
 };
 
 }  // namespace pgqueue::detail
