@@ -1,6 +1,7 @@
 // Everything pgqueue offers, in one include.
 #pragma once
 
+#include "pgqueue/as_tuple.hpp"
 #include "pgqueue/connect.hpp"
 #include "pgqueue/enqueue_options.hpp"
 #include "pgqueue/error.hpp"
