@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Runs every numbered example (examples/0*.cpp, built in <build-dir>/examples) against a
-# throwaway PostgreSQL, or against $PGQUEUE_DSN when set. Also runs one example with the
-# conninfo only in PGQUEUE_DSN, and stops example 02 with SIGINT. Exits non-zero if any run
-# fails, or takes longer than 60 s. Does not build: run `ninja -C build` first.
+# Runs every numbered example (examples/0*.cpp, built in <build-dir>/examples) and the demo
+# (for 1 s; it checks that every job ended done or dead as planned) against a throwaway
+# PostgreSQL, or against $PGQUEUE_DSN when set. Also runs one example with the conninfo only in
+# PGQUEUE_DSN, and stops example 02 with SIGINT. Exits non-zero if any run fails, or takes
+# longer than 60 s. Does not build: run `ninja -C build` first.
 #
 #   examples/run_all.sh [build-dir]      (default: build)
 set -euo pipefail
@@ -47,6 +48,13 @@ for src in "$root"/examples/0*.cpp; do
   fi
   run "$name" "$PGQUEUE_DSN"
 done
+
+# The demo of scripts/demo, short: one second of load instead of eight.
+if [ -x "$build/examples/demo" ]; then
+  run demo "$PGQUEUE_DSN" 1
+else
+  fail "demo is not built in $build (ninja -C $build)"
+fi
 
 # The conninfo from the environment alone (PGQUEUE_DSN is exported).
 echo "=== 04_batch_enqueue (conninfo from PGQUEUE_DSN)"
