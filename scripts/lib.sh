@@ -43,6 +43,83 @@ build() {
   rm -f "$log"
 }
 
+# Configures build directory $1 with meson options $2... unless it is configured already (as
+# build() does); meson's output only when it fails.
+configure() {
+  local dir="$1"; shift
+  [ -f "$dir/build.ninja" ] && return 0
+  local log
+  log=$(mktemp)
+  if ! meson setup "$dir" "$@" >"$log" 2>&1; then
+    cat "$log" >&2
+    rm -f "$log"
+    echo "pgqueue: configuring $dir failed" >&2
+    return 1
+  fi
+  rm -f "$log"
+}
+
+# Builds targets $3... of the configured directory $1, showing on stderr what is being built
+# and how far along: ninja's [n/m], the step under way and the seconds so far. On a terminal
+# one line updated in place; otherwise a line per step, and one every 15 s while a step runs.
+# $2 is said first when there is anything to build (e.g. how long it takes). On failure: ninja's
+# full output (the compiler's errors). (ninja names a step when it has finished unless it
+# writes to a terminal, so the step under way is the first of ninja's plan, `ninja -n`, that
+# has not finished.)
+build_with_progress() {
+  local dir="$1" about="$2"
+  shift 2
+  local plan
+  plan=$(ninja -C "$dir" -n "$@" | sed -n 's/^\[[0-9]*\/[0-9]*\] //p') || return 1
+  if [ -z "$plan" ]; then
+    echo "pgqueue: $* up to date" >&2
+    return 0
+  fi
+  [ -n "$about" ] && echo "pgqueue: $about" >&2
+  local total log finished_list tty="" cols=80
+  total=$(printf '%s\n' "$plan" | wc -l)
+  log=$(mktemp)
+  finished_list=$(mktemp)
+  if [ -t 2 ]; then
+    tty=1
+    cols=$(tput cols 2>/dev/null || echo 80)
+  fi
+  ninja -C "$dir" "$@" >"$log" 2>&1 &
+  local pid=$! start=$SECONDS step_start=$SECONDS said_at=$SECONDS done_n=0 current="" last="" line
+  while :; do
+    sed -n 's/^\[[0-9]*\/[0-9]*\] //p' "$log" >"$finished_list"
+    done_n=$(wc -l <"$finished_list")
+    current=$(printf '%s\n' "$plan" | grep -vxF -f "$finished_list" | head -n 1 || true)
+    kill -0 "$pid" 2>/dev/null || break
+    [ -n "$current" ] || current=$(tail -n 1 "$finished_list")
+    if [ "$current" != "$last" ]; then
+      step_start=$SECONDS
+      said_at=-1000
+      last=$current
+    fi
+    line="[$((done_n < total ? done_n + 1 : total))/$total] $current ... $((SECONDS - step_start)) s"
+    if [ -n "$tty" ]; then
+      line="pgqueue: $line"
+      printf '\r\033[K%s' "${line:0:cols-1}" >&2
+    elif [ $((SECONDS - said_at)) -ge 15 ]; then
+      echo "pgqueue: $line" >&2
+      said_at=$SECONDS
+    fi
+    sleep 0.5
+  done
+  local rc=0
+  wait "$pid" || rc=$?
+  [ -n "$tty" ] && printf '\r\033[K' >&2
+  if [ "$rc" -ne 0 ]; then
+    cat "$log" >&2
+    echo "pgqueue: build in $dir failed" >&2
+  else
+    echo "pgqueue: built $* in $((SECONDS - start)) s ($done_n steps)" >&2
+  fi
+  rm -f "$log" "$finished_list"
+  return "$rc"
+}
+
 # The directory with initdb/pg_ctl.
 pg_bindir() {
   local d
