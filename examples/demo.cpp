@@ -39,8 +39,8 @@ namespace {
 using namespace std::chrono_literals;
 using clock_type = std::chrono::steady_clock;
 
-// What the demo does. The worker handles at most 20 jobs per 10 ms on average (about 1600 jobs/s
-// measured on 2 cores), so the producer's burst builds a backlog that drains once it is over.
+// What the demo does. The worker handles at most 20 jobs per 10 ms on average, 2000 jobs/s (1400
+// to 1600 measured on 2 cores), so the producer's burst builds a backlog that drains after it.
 constexpr double base_rate = 1000;   // jobs/s
 constexpr double burst_rate = 2500;  // jobs/s, from 40% to 60% of the run
 constexpr int concurrency = 20;
