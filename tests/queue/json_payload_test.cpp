@@ -94,6 +94,55 @@ asio::awaitable<pgqueue::pool> open_pool(queue_fixture& f) {
   co_return co_await pgqueue::pool::open(ex, f.db.dsn(), {.min_size = 1, .max_size = 4});
 }
 
+// What the pages' handlers sent: (to, subject).
+std::vector<std::pair<std::string, std::string>> emailed;
+
+asio::awaitable<void> send_email(std::string to, std::string subject) {
+  emailed.emplace_back(std::move(to), std::move(subject));
+  co_return;
+}
+
+// The pages' blocks, as the pages show them.
+// clang-format off
+
+// ---- README.md: typed payloads ----
+struct email {
+  std::string to, subject;
+};
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(email, to, subject)
+
+asio::awaitable<void> welcome(pgqueue::queue& q) {
+  email hello{"a@example.com", "Welcome"};
+  co_await pgqueue::enqueue_json(q, hello);  // {"to": "a@example.com", "subject": "Welcome"}
+  pgqueue::worker w(q, pgqueue::with_payload<email>(
+      [](const pgqueue::job&, email e) -> asio::awaitable<void> {
+        co_await send_email(e.to, e.subject);  // only payloads that convert get here
+      }));
+  co_await w.run();
+}
+
+// ---- docs/cpp-api.md: typed payloads ----
+asio::awaitable<void> typed_tour(pgqueue::pool& pool, pgqueue::queue& q) {
+  std::vector<email> batch{{"a@example.com", "Hi"}, {"b@example.com", "Hi"}};
+  std::vector<std::int64_t> ids = co_await pgqueue::enqueue_json_batch(q, batch);  // one round trip
+  nlohmann::json note = {{"to", "c@example.com"}};  // any nlohmann::json; this one has no subject
+  co_await pgqueue::in_transaction(pool, [&](pgqueue::transaction& tx) -> asio::awaitable<void> {
+    co_await pgqueue::enqueue_json(q, tx, note, {.priority = 1});  // exists if and only if tx commits
+  });
+  pgqueue::lease l = co_await q.claim();                               // the note: priority 1
+  nlohmann::json any = pgqueue::payload_as<nlohmann::json>(l.job());  // every payload converts
+  std::optional<email> e;
+  std::string reason;
+  try {
+    e = pgqueue::payload_as<email>(l.job());
+  } catch (const pgqueue::error& failed) {  // code(): pgqueue::pg::errc::conversion_failed
+    reason = failed.what();  // "job 3: the payload does not convert to email: [json.exception..."
+  }
+  if (!e) co_await l.nack(reason);  // what a with_payload<email> handler's worker does
+}
+
+// clang-format on
+
 }  // namespace
 
 TEST_CASE("a struct goes in with enqueue_json and comes back with payload_as", "[json_payload]") {
@@ -403,6 +452,51 @@ TEST_CASE("with_payload: a transactional handler writes with the payload; a bad 
                               order_type +
                               ": [json.exception.out_of_range.403] key 'customer' "
                               "not found");
+}
+
+TEST_CASE("the README's typed payloads: a worker sends the e-mail and kills a bad payload",
+          "[json_payload][docs]") {
+  queue_fixture f;
+  session s(f.db.dsn());
+  const auto bad = s.integer(
+      R"(SELECT pgqueue.enqueue('emails', '{"to": "x@example.com"}', p_max_attempts => 1))");
+  emailed = {};
+  run_async([&]() -> asio::awaitable<void> {
+    pgqueue::queue q{co_await f.connect(), "emails"};
+    co_await (welcome(q) || until_states(f.db.dsn(), "dead,done"));
+  });
+  CHECK(emailed == std::vector<std::pair<std::string, std::string>>{{"a@example.com", "Welcome"}});
+  CHECK(*s.scalar("SELECT payload::text FROM pgqueue.jobs WHERE state = 'done'") ==
+        R"({"to": "a@example.com", "subject": "Welcome"})");
+  const auto row = read_job(s, bad);
+  CHECK(row.state == "dead");
+  CHECK(row.attempts == 1);
+  CHECK(row.last_error == "job " + std::to_string(bad) +
+                              ": the payload does not convert to queue_json_payload_test::"
+                              "{anonymous}::email: [json.exception.out_of_range.403] key "
+                              "'subject' not found");
+}
+
+TEST_CASE("the C++ API page's typed tour runs", "[json_payload][docs]") {
+  queue_fixture f;
+  run_async([&]() -> asio::awaitable<void> {
+    auto pool = co_await open_pool(f);
+    auto q = co_await pgqueue::queue::open(pool, "q");
+    co_await typed_tour(pool, q);
+    pool.close();
+  });
+  session s(f.db.dsn());
+  CHECK(*s.scalar("SELECT string_agg(state, ',' ORDER BY id) FROM pgqueue.jobs") ==
+        "ready,ready,ready");
+  CHECK(read_job(s, 1).payload == R"({"to": "a@example.com", "subject": "Hi"})");
+  CHECK(read_job(s, 2).payload == R"({"to": "b@example.com", "subject": "Hi"})");
+  const auto note = read_job(s, 3);
+  CHECK(note.payload == R"({"to": "c@example.com"})");
+  CHECK(note.priority == 1);
+  CHECK(note.attempts == 1);
+  CHECK(note.last_error ==
+        "job 3: the payload does not convert to queue_json_payload_test::{anonymous}::email: "
+        "[json.exception.out_of_range.403] key 'subject' not found");
 }
 
 }  // namespace queue_json_payload_test
