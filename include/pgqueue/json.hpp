@@ -27,16 +27,11 @@
 
 namespace pgqueue {
 
-/// A value that converts to JSON: nlohmann::json itself, or any type nlohmann can serialise
-/// (the standard containers, strings and numbers, and types with a `to_json`, e.g. from
-/// NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE). Note a std::string is a JSON string, not JSON text:
-/// enqueue JSON text with `queue::enqueue`.
-template <class T>
-concept json_payload = std::is_constructible_v < nlohmann::json,
-        const std::remove_cvref_t<T>
-& > ;
-
 namespace detail {
+
+// How a json_payload is read.
+template <class T>
+using json_source = const std::remove_cvref_t<T>&;
 
 // This function's signature, which names T: GCC "auto f() [with T = app::email]", Clang
 // "auto f() [T = app::email]" (an `auto` return type adds no "; std::string = ..." to it).
@@ -92,9 +87,16 @@ std::vector<std::string> to_json_texts(R&& values) {
 
 }  // namespace detail
 
+/// A value that converts to JSON: nlohmann::json itself, or any type nlohmann can serialise
+/// (the standard containers, strings and numbers, and types with a `to_json`, e.g. from
+/// NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE). Note a std::string is a JSON string, not JSON text:
+/// enqueue JSON text with `queue::enqueue`.
+template <class T>
+concept json_payload = std::constructible_from<nlohmann::json, detail::json_source<T>>;
+
 /// Adds a job whose payload is `value` as JSON, and returns its id: `queue::enqueue` with the
-/// text nlohmann's dump() makes (no round trip of its own; the conversion runs at the call).
-/// One round trip, as `enqueue`. Throws `errc::invalid_argument` when the value does not
+/// text nlohmann's dump() makes (at the call, with no round trip). One round trip, as
+/// `enqueue`. Throws `errc::invalid_argument` when the value does not
 /// convert (its to_json threw, or a string in it is not UTF-8; nothing is sent), and
 /// otherwise as `enqueue`. Every error, conversion included, is thrown at the co_await.
 template <json_payload T>
