@@ -1,10 +1,13 @@
 // Connecting: success, failures with clear (and password-free) messages, the deadline, close().
+#include <asio/experimental/awaitable_operators.hpp>
 #include <asio/ip/tcp.hpp>
 #include <asio/post.hpp>
 #include <string>
+#include <vector>
 
 #include "pg_test_util.hpp"
 #include "pgqueue/pg/connection.hpp"
+#include "support/async.hpp"
 #include "support/server.hpp"
 
 namespace pg_connect_test {
@@ -25,6 +28,67 @@ TEST_CASE("connect opens a session in pipeline mode and close() ends it", "[pg][
     CHECK_FALSE(conn.is_open());
     auto e = co_await expect_error(conn.query("SELECT 1"));
     CHECK(e.code() == pg::errc::closed);
+  });
+}
+
+TEST_CASE("close(use_awaitable) returns once the session has ended and pending work failed",
+          "[pg][connect]") {
+  using namespace asio::experimental::awaitable_operators;
+  pgq_test::scratch_database db(false);
+  pgq_test::run_async([&]() -> asio::awaitable<void> {
+    auto ex = co_await asio::this_coro::executor;
+    auto conn = co_await pg::connect(ex, db.dsn());
+    auto admin = co_await pg::connect(ex, db.dsn());
+    const int pid = conn.backend_pid();
+    std::error_code sleeping_failed;
+    auto sleeper = [&]() -> asio::awaitable<void> {
+      try {
+        co_await conn.query("SELECT pg_sleep(30)");
+      } catch (const pg::error& e) {
+        sleeping_failed = e.code();
+      }
+    };
+    bool returned = false;
+    auto closer = [&]() -> asio::awaitable<void> {
+      for (int i = 0; i < 250; ++i) {  // until the server runs the sleep: 5 s at most
+        pg::params who{pid};
+        auto r = co_await admin.query(
+            "SELECT count(*) FROM pg_stat_activity WHERE pid = $1 AND state = 'active'",
+            std::move(who));
+        if (r.get<std::int64_t>(0, 0) == 1) break;
+        co_await pgq_test::pause(20ms);
+      }
+      auto copy = conn;
+      co_await copy.close(asio::use_awaitable);
+      returned = true;
+      CHECK_FALSE(conn.is_open());
+      CHECK(conn.backend_pid() == 0);
+    };
+    const auto start = std::chrono::steady_clock::now();
+    co_await (sleeper() && closer());
+    CHECK(returned);
+    CHECK(sleeping_failed == pg::errc::closed);
+    CHECK(std::chrono::steady_clock::now() - start < 10s);
+    auto e = co_await expect_error(conn.query("SELECT 1"));
+    CHECK(e.code() == pg::errc::closed);
+    // The sleeping backend reads nothing until its statement ends: cancel it (it runs the
+    // statement: a cancel that came while it read the statement would be dropped), and it
+    // finds the socket closed. An idle one reads the Terminate message at once.
+    co_await admin.query("SELECT pg_cancel_backend($1)", {pid});
+    auto idle = co_await pg::connect(ex, db.dsn());
+    const int idle_pid = idle.backend_pid();
+    co_await idle.close(asio::use_awaitable);
+    std::int64_t left = 1;
+    for (int i = 0; i < 250 && left > 0; ++i) {  // the backend exits on its own time: 5 s at most
+      pg::params pids{std::vector<int>{pid, idle_pid}};
+      auto r = co_await admin.query("SELECT count(*) FROM pg_stat_activity WHERE pid = ANY($1)",
+                                    std::move(pids));
+      left = r.get<std::int64_t>(0, 0);
+      if (left > 0) co_await pgq_test::pause(20ms);
+    }
+    CHECK(left == 0);
+    pg::connection empty;
+    co_await empty.close(asio::use_awaitable);  // an empty handle: at once, no error
   });
 }
 

@@ -156,6 +156,34 @@ TEST_CASE("a pool opens min_size sessions, all of them idle and lendable", "[pg]
   });
 }
 
+TEST_CASE(
+    "close(use_awaitable) returns once the idle and shared sessions are closed; a lent "
+    "one closes when it comes back",
+    "[pg][pool]") {
+  pgq_test::scratch_database db(false);
+  pgq_test::run_async([&]() -> asio::awaitable<void> {
+    auto ex = co_await asio::this_coro::executor;
+    auto p = co_await pg::pool::open(ex, db.dsn(), sized(2, 4));
+    auto shared = co_await p.shared();
+    std::optional<pg::pooled_connection> lent = co_await p.acquire();
+    CHECK(p.stats().size == 2);  // the min_size sessions: one shared, one lent
+    co_await p.close(asio::use_awaitable);
+    CHECK_FALSE(shared.is_open());
+    CHECK(p.stats().idle == 0);
+    CHECK(p.stats().size == 1);  // the lent session
+    CHECK((*lent)->is_open());
+    auto failed = co_await expect_error(p.acquire());
+    CHECK(failed.code() == pg::errc::closed);
+    auto still = co_await (*lent)->query("SELECT 1");
+    CHECK(still.get<int>(0, 0) == 1);
+    pg::connection back = **lent;
+    lent.reset();  // given back to a closed pool: closed
+    CHECK_FALSE(back.is_open());
+    CHECK(p.stats().size == 0);
+    co_await p.close(asio::use_awaitable);  // again: nothing left, at once
+  });
+}
+
 TEST_CASE("a closed pool fails waiting and later acquires", "[pg][pool]") {
   pgq_test::scratch_database db(false);
   pgq_test::run_async([&]() -> asio::awaitable<void> {

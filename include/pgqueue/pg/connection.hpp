@@ -111,6 +111,13 @@ class connection {
     if (impl_) impl_->close();
   }
 
+  /// As `close()`, awaitable (`co_await db.close(asio::use_awaitable)`): returns once the
+  /// session is closed, its socket shut (the server told with libpq's Terminate message) and
+  /// every pending operation failed with `errc::closed`. No round trip: nothing waits for the
+  /// server. At once for an empty handle. Cancellation: ignored (the close is under way, and
+  /// the wait is a handler's turn on the connection's strand).
+  asio::awaitable<void> close(asio::use_awaitable_t<> token) const;
+
   /// Whether two handles are copies of one connection. No round trip.
   friend bool operator==(const connection& a, const connection& b) noexcept {
     return a.impl_ == b.impl_;

@@ -82,7 +82,8 @@ class pool_impl : public std::enable_shared_from_this<pool_impl> {
   // The session lent to nobody: taken once (as an acquire) and kept until close().
   asio::awaitable<connection> shared();
 
-  void close();
+  // Returns the sessions it closed (idle ones and the shared one).
+  std::vector<connection> close();
 
   struct counts {
     std::size_t size, idle, waiting;
@@ -214,6 +215,11 @@ class pool {
   void close() {
     if (impl_) impl_->close();
   }
+
+  /// As `close()`, awaitable (`co_await pool.close(asio::use_awaitable)`): returns once the
+  /// idle sessions and the shared one are closed (see `connection::close(use_awaitable)`).
+  /// Sessions lent out close when they come back, not awaited here. No round trip.
+  asio::awaitable<void> close(asio::use_awaitable_t<> token) const;
 
   /// Sessions open (in use and idle), idle, and acquirers waiting. Any thread.
   struct counts {

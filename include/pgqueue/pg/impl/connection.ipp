@@ -2,9 +2,23 @@
 // compiled once by pgqueue/src.hpp (PGQUEUE_SEPARATE_COMPILATION).
 #pragma once
 
+#include <asio/post.hpp>
+#include <asio/this_coro.hpp>
+
 #include "pgqueue/pg/connection.hpp"
 
 namespace pgqueue::pg {
+
+PGQUEUE_DECL asio::awaitable<void> connection::close(asio::use_awaitable_t<>) const {
+  if (!impl_) co_return;
+  auto impl = impl_;
+  impl->close();
+  // A cancel does not stop this wait: the close is under way anyway, and short.
+  co_await asio::this_coro::throw_if_cancelled(false);
+  // The strand runs handlers in order: once this one has run, close's own (which ends the
+  // session) has too.
+  co_await asio::post(impl->strand(), asio::use_awaitable);
+}
 
 PGQUEUE_DECL asio::awaitable<void> connection::execute_script(std::string_view sql) const {
   if (auto e = check(sql, 0)) return detail::fail_awaitable<void>(e);

@@ -136,7 +136,7 @@ PGQUEUE_DECL asio::awaitable<connection> pool_impl::shared() {
   co_return kept;
 }
 
-PGQUEUE_DECL void pool_impl::close() {
+PGQUEUE_DECL std::vector<connection> pool_impl::close() {
   std::vector<connection> idle;
   bool gone = false;
   {
@@ -156,6 +156,7 @@ PGQUEUE_DECL void pool_impl::close() {
   }
   for (auto& c : idle) c.close();
   if (!gone) reaper_cancel();  // else the context destroys the timer's wait itself
+  return idle;
 }
 
 PGQUEUE_DECL void pool_impl::hand(pool_state<connection>::handover h) {
@@ -235,6 +236,12 @@ PGQUEUE_DECL asio::awaitable<pooled_connection> pool::acquire() const {
   auto impl = impl_;  // the pool lives on while this waits, even if the handle does not
   auto c = co_await impl->acquire();
   co_return pooled_connection(std::move(impl), std::move(c));
+}
+
+PGQUEUE_DECL asio::awaitable<void> pool::close(asio::use_awaitable_t<>) const {
+  if (!impl_) co_return;
+  auto closed = impl_->close();
+  for (auto& c : closed) co_await c.close(asio::use_awaitable);
 }
 
 PGQUEUE_DECL asio::awaitable<connection> pool::shared() const {
