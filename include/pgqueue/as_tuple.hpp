@@ -17,8 +17,8 @@ template <class T>
 using as_tuple_value_t =
     std::conditional_t<std::is_default_constructible_v<T>, T, std::optional<T>>;
 
-/// Awaits `op` and hands its failure back as a value instead of throwing, as `asio::as_tuple`
-/// does for Asio's own operations, for failures a program expects (a lost lease, a dropped
+/// Awaits `op` and hands its failure back as a value instead of throwing, as
+/// `asio::experimental::as_tuple` does for Asio's own operations, for failures a program expects (a lost lease, a dropped
 /// session, a refused argument, a cancel):
 ///
 ///     auto [ec] = co_await pgqueue::as_tuple(lease.ack());

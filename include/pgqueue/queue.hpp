@@ -123,7 +123,8 @@ class queue {
   asio::awaitable<std::optional<lease>> try_claim();
 
   /// Claims up to `max` due jobs (1 to 10000) in one round trip; empty when none is due.
-  /// Cancellation as `try_claim`.
+  /// Throws `errc::invalid_argument` (nothing sent) for `max` outside 1..10000, as
+  /// `claim_batch` does. Cancellation as `try_claim`.
   asio::awaitable<std::vector<lease>> try_claim_batch(int max) { return claim_now(max, false); }
 
   /// Waits until a job is claimable and claims it. Idle, it waits for an event: a

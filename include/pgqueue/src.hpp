@@ -7,6 +7,13 @@
 #error "pgqueue/src.hpp is for PGQUEUE_SEPARATE_COMPILATION builds: define it for every file"
 #endif
 
+// GCC warns that a coroutine defined in a header (the .ipp files below) has a frame holding a
+// lambda's type, which has no linkage. The frames live in this one file: nothing to warn about.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wsubobject-linkage"
+#endif
+
 #include "pgqueue/detail/impl/lease_state.ipp"
 #include "pgqueue/detail/impl/shield.ipp"
 #include "pgqueue/detail/impl/wake_gate.ipp"
@@ -26,3 +33,7 @@
 #include "pgqueue/pg/impl/pool.ipp"
 #include "pgqueue/pg/impl/subscription.ipp"
 #include "pgqueue/pg/impl/transaction.ipp"
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif

@@ -61,6 +61,10 @@ PGQUEUE_DECL asio::awaitable<notification> queue::next_notification() {
 }
 
 PGQUEUE_DECL asio::awaitable<std::vector<lease>> queue::claim_now(int max, bool keep_if_cancelled) {
+  if (max < 1 || max > 10000) {
+    throw error(errc::invalid_argument,
+                "a claim takes 1 to 10000 jobs at a time, not " + std::to_string(max));
+  }
   auto home = co_await asio::this_coro::executor;
   // Asio refuses the await itself, unless the caller turned that off (throw_if_cancelled).
   detail::throw_if_cancelled(co_await asio::this_coro::cancellation_state,
