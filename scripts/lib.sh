@@ -2,7 +2,7 @@
 # and a throwaway PostgreSQL cluster. Source it; do not run it.
 
 # Debian 12 packages the project needs (build, tests, demo, benchmarks).
-PGQUEUE_PACKAGES="g++ meson ninja-build pkg-config cmake git libpq-dev libasio-dev nlohmann-json3-dev catch2 postgresql postgresql-contrib openssl"
+PGQUEUE_PACKAGES="g++ meson ninja-build pkg-config cmake git libpq-dev libasio-dev nlohmann-json3-dev libcli11-dev catch2 postgresql postgresql-contrib openssl"
 
 # Installs whichever of the packages is missing (apt-get; as root or through sudo).
 ensure_packages() {

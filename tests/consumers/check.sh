@@ -37,7 +37,7 @@ quiet() {
 
 prefix="$work/prefix"
 quiet "$work/install.log" meson setup "$work/install-build" "$src" --prefix="$prefix" \
-  -Dtests=false -Dexamples=false -Dbenchmarks=false
+  -Dtests=false -Dexamples=false -Dbenchmarks=false -Dtool=false
 quiet "$work/install.log" meson install -C "$work/install-build"
 pcdir=$(dirname "$(cd "$prefix" && find lib* -name pgqueue.pc | head -n 1)")
 export PKG_CONFIG_PATH="$prefix/$pcdir"

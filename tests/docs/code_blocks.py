@@ -4,7 +4,7 @@
 A `cpp` or `sql` block must appear, line for line (indentation and blank lines aside; its
 #include lines anywhere in the file), in a source under tests/, examples/ or src/ (tests/queue/docs_examples_test.cpp and tests/sql/docs_test.cpp
 hold the pages' blocks and run them). A `sh` block may only run the repository's own scripts
-(each command names an executable file of the repository) or psql. A `text` block is output, not
+(each command names an executable file of the repository), the pgqueue command, or psql. A `text` block is output, not
 code. A block without a language fails: say which it is.
 Usage: code_blocks.py SOURCE_ROOT
 """
@@ -48,7 +48,8 @@ def shell_problem(block):
         if not command:
             continue
         program = command.split()[0]
-        if program == 'psql':
+        # psql, and the project's own command (cli/, run by tests/cli as a user runs it).
+        if program in ('psql', 'pgqueue'):
             continue
         path = root / program
         if not (path.is_file() and os.access(path, os.X_OK)):

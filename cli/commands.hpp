@@ -1,0 +1,41 @@
+// The pgqueue tool's subcommands: each parses nothing itself (main.cpp does, with CLI11) and
+// returns an exit code (context.hpp). Declared here, one file per group under commands/.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "context.hpp"
+
+namespace pgqueue_cli {
+
+// commands/schema.cpp
+int migrate(const context& ctx, bool check_only);
+int grant(const context& ctx, const std::string& role, bool worker);
+
+// commands/enqueue.cpp
+struct enqueue_args {
+  std::string queue;
+  std::optional<std::string> payload;  ///< none: newline-delimited JSON from stdin
+  std::optional<std::string> key;
+  int priority = 0;
+  std::optional<std::string> run_after;  ///< a timestamptz as PostgreSQL reads it
+  std::optional<std::string> delay;      ///< an interval as PostgreSQL reads it
+  int max_attempts = 5;
+  int batch_size = 1000;
+};
+int enqueue(const context& ctx, const enqueue_args& args);
+
+// commands/inspect.cpp
+int queues(const context& ctx);
+int jobs(const context& ctx, const std::string& queue, const std::string& state, int limit);
+int job(const context& ctx, std::int64_t id);
+
+// commands/control.cpp
+int retry(const context& ctx, const std::string& queue, const std::vector<std::int64_t>& ids);
+int cancel(const context& ctx, const std::vector<std::int64_t>& ids);
+int gc(const context& ctx, const std::string& retain_done, const std::string& retain_dead);
+
+}  // namespace pgqueue_cli

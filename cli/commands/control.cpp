@@ -1,0 +1,65 @@
+// pgqueue retry, cancel, gc: changes to jobs an operator makes by hand.
+#include <iostream>
+
+#include <nlohmann/json.hpp>
+
+#include "../commands.hpp"
+
+namespace pgqueue_cli {
+
+int retry(const context& ctx, const std::string& queue, const std::vector<std::int64_t>& ids) {
+  return ctx.run([&](pgqueue::database& db) -> asio::awaitable<int> {
+    pgqueue::pg::params p{queue};
+    if (ids.empty()) {
+      p.add(std::nullopt);
+    } else {
+      p.add(ids);
+    }
+    auto r = co_await db.query("SELECT pgqueue.retry_dead($1, $2::bigint[])", std::move(p));
+    const int n = r.get<int>(0, 0);
+    if (ctx.json) {
+      std::cout << nlohmann::json{{"retried", n}}.dump() << "\n";
+    } else {
+      std::cout << "retried " << n << " dead job" << (n == 1 ? "" : "s") << " of " << queue << "\n";
+    }
+    co_return n > 0 || ids.empty() ? exit_code::ok : exit_code::answer_no;
+  });
+}
+
+int cancel(const context& ctx, const std::vector<std::int64_t>& ids) {
+  return ctx.run([&](pgqueue::database& db) -> asio::awaitable<int> {
+    auto cancelled = nlohmann::json::array(), not_cancelled = nlohmann::json::array();
+    for (auto id : ids) {
+      pgqueue::pg::params p{id};
+      auto r = co_await db.query("SELECT pgqueue.cancel($1)", std::move(p));
+      (r.get<bool>(0, 0) ? cancelled : not_cancelled).push_back(id);
+    }
+    if (ctx.json) {
+      std::cout << nlohmann::json{{"cancelled", cancelled}, {"not_cancelled", not_cancelled}}.dump()
+                << "\n";
+    } else {
+      for (auto& id : cancelled) std::cout << "cancelled " << id << "\n";
+      for (auto& id : not_cancelled) {
+        std::cout << "not cancelled " << id << " (no such job, or not ready)\n";
+      }
+    }
+    co_return not_cancelled.empty() ? exit_code::ok : exit_code::answer_no;
+  });
+}
+
+int gc(const context& ctx, const std::string& retain_done, const std::string& retain_dead) {
+  return ctx.run([&](pgqueue::database& db) -> asio::awaitable<int> {
+    pgqueue::pg::params p{retain_done, retain_dead};
+    auto r =
+        co_await db.query("SELECT * FROM pgqueue.gc($1::interval, $2::interval)", std::move(p));
+    const auto done = r.get<std::int64_t>(0, 0), dead = r.get<std::int64_t>(0, 1);
+    if (ctx.json) {
+      std::cout << nlohmann::json{{"done_deleted", done}, {"dead_deleted", dead}}.dump() << "\n";
+    } else {
+      std::cout << "deleted " << done << " done and " << dead << " dead jobs\n";
+    }
+    co_return exit_code::ok;
+  });
+}
+
+}  // namespace pgqueue_cli

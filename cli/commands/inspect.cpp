@@ -1,0 +1,97 @@
+// pgqueue queues, jobs QUEUE --state S, job ID: what is in the queues, read-only.
+#include <iostream>
+#include <set>
+
+#include "../commands.hpp"
+#include "../output.hpp"
+
+namespace pgqueue_cli {
+
+int queues(const context& ctx) {
+  return ctx.run([&](pgqueue::database& db) -> asio::awaitable<int> {
+    // One row per queue from the depth view (which reads each state through its own index):
+    // ready now and scheduled for later are split here, from the ready index too.
+    auto r = co_await db.query(R"(
+      WITH d AS (SELECT * FROM pgqueue.depth),
+      names AS (SELECT DISTINCT queue FROM d)
+      SELECT n.queue,
+             coalesce((SELECT count(*) FROM pgqueue.jobs j
+                        WHERE j.queue = n.queue AND j.state = 'ready' AND j.run_after <= now()), 0)
+               AS ready,
+             coalesce((SELECT count(*) FROM pgqueue.jobs j
+                        WHERE j.queue = n.queue AND j.state = 'ready' AND j.run_after > now()), 0)
+               AS scheduled,
+             coalesce((SELECT count FROM d WHERE d.queue = n.queue AND d.state = 'claimed'), 0)
+               AS claimed,
+             coalesce((SELECT count FROM d WHERE d.queue = n.queue AND d.state = 'dead'), 0)
+               AS dead,
+             coalesce((SELECT count FROM d WHERE d.queue = n.queue AND d.state = 'cancelled'), 0)
+               AS cancelled,
+             coalesce((SELECT count FROM d WHERE d.queue = n.queue AND d.state = 'done'), 0)
+               AS done,
+             round(extract(epoch FROM now() - (SELECT oldest FROM d
+                                                WHERE d.queue = n.queue AND d.state = 'ready'))::numeric, 3)
+               AS oldest_age_s,
+             round(extract(epoch FROM (SELECT lag FROM d
+                                        WHERE d.queue = n.queue AND d.state = 'ready'))::numeric, 3)
+               AS lag_s
+        FROM names n
+       ORDER BY n.queue)");
+    print(std::cout, r, ctx.json, "ready,scheduled,claimed,dead,cancelled,done,oldest_age_s,lag_s");
+    co_return exit_code::ok;
+  });
+}
+
+int jobs(const context& ctx, const std::string& queue, const std::string& state, int limit) {
+  static const std::set<std::string> states{"ready", "claimed", "done", "dead", "cancelled"};
+  if (!states.contains(state)) {
+    throw usage_error("--state must be ready, claimed, done, dead or cancelled, not '" + state +
+                      "'");
+  }
+  if (limit < 1) throw usage_error("--limit must be at least 1");
+  return ctx.run([&](pgqueue::database& db) -> asio::awaitable<int> {
+    pgqueue::pg::params p{queue, state, limit};
+    auto r = co_await db.query(R"(
+      SELECT id, priority, attempts, max_attempts, run_after, updated_at, claimed_by,
+             lease_until, last_error
+        FROM pgqueue.jobs
+       WHERE queue = $1 AND state = $2
+       ORDER BY id
+       LIMIT $3)",
+                               std::move(p));
+    print(std::cout, r, ctx.json, "id,priority,attempts,max_attempts");
+    co_return exit_code::ok;
+  });
+}
+
+int job(const context& ctx, std::int64_t id) {
+  return ctx.run([&](pgqueue::database& db) -> asio::awaitable<int> {
+    pgqueue::pg::params p{id};
+    auto r = co_await db.query(R"(
+      SELECT id, queue, state, payload::text AS payload, idempotency_key, priority, attempts,
+             max_attempts, run_after, claimed_by, claimed_at, lease_until, last_error,
+             created_at, updated_at, finished_at
+        FROM pgqueue.jobs WHERE id = $1)",
+                               std::move(p));
+    if (r.rows() == 0) {
+      if (ctx.json) {
+        std::cout << "null\n";
+      } else {
+        std::cerr << "pgqueue job: no job " << id << "\n";
+      }
+      co_return exit_code::answer_no;
+    }
+    if (ctx.json) {
+      print(std::cout, r, true, "id,priority,attempts,max_attempts");
+      co_return exit_code::ok;
+    }
+    for (int c = 0; c < r.columns(); ++c) {  // one field per line: payloads and errors are long
+      std::string name(r.column_name(c));
+      std::cout << name << ":" << std::string(17 - name.size(), ' ')
+                << (r.is_null(0, c) ? "-" : r.get<std::string>(0, c)) << "\n";
+    }
+    co_return exit_code::ok;
+  });
+}
+
+}  // namespace pgqueue_cli

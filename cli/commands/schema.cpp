@@ -1,0 +1,70 @@
+// pgqueue migrate [--check], grant-producer ROLE, grant-worker ROLE.
+#include <iostream>
+
+#include <nlohmann/json.hpp>
+
+#include "../commands.hpp"
+
+namespace pgqueue_cli {
+
+namespace {
+
+// The installed schema's version: 0 = none, 1 = the seed design (a jobs table, no version
+// table), else pgqueue.schema_version. One or two round trips (a query cannot name a table
+// that may not exist).
+asio::awaitable<int> installed_version(pgqueue::database& db) {
+  auto tables = co_await db.query(
+      "SELECT to_regclass('pgqueue.schema_version') IS NOT NULL, "
+      "to_regclass('pgqueue.jobs') IS NOT NULL");
+  if (!tables.get<bool>(0, 0)) co_return tables.get<bool>(0, 1) ? 1 : 0;
+  auto r = co_await db.query("SELECT max(version) FROM pgqueue.schema_version");
+  co_return r.is_null(0, 0) ? 0 : r.get<int>(0, 0);
+}
+
+}  // namespace
+
+int migrate(const context& ctx, bool check_only) {
+  return ctx.run([&](pgqueue::database& db) -> asio::awaitable<int> {
+    const int before = co_await installed_version(db);
+    if (check_only) {
+      const bool pending = before < pgqueue::schema_version;
+      if (ctx.json) {
+        nlohmann::json out{
+            {"installed", before}, {"available", pgqueue::schema_version}, {"pending", pending}};
+        std::cout << out.dump() << "\n";
+      } else if (pending) {
+        std::cout << "upgrade pending: installed version " << before << ", this tool installs "
+                  << pgqueue::schema_version << "\n";
+      } else {
+        std::cout << "up to date: version " << before << "\n";
+      }
+      co_return pending ? exit_code::answer_no : exit_code::ok;
+    }
+    co_await pgqueue::migrate(db);
+    if (ctx.json) {
+      std::cout << nlohmann::json{{"from", before}, {"to", pgqueue::schema_version}}.dump() << "\n";
+    } else if (before == pgqueue::schema_version) {
+      std::cout << "up to date: version " << before << "\n";
+    } else {
+      std::cout << "migrated: version " << before << " -> " << pgqueue::schema_version << "\n";
+    }
+    co_return exit_code::ok;
+  });
+}
+
+int grant(const context& ctx, const std::string& role, bool worker) {
+  return ctx.run([&](pgqueue::database& db) -> asio::awaitable<int> {
+    co_await db.query(worker ? "SELECT pgqueue.grant_worker($1::regrole)"
+                             : "SELECT pgqueue.grant_producer($1::regrole)",
+                      {role});
+    if (ctx.json) {
+      nlohmann::json out{{"role", role}, {"granted", worker ? "worker" : "producer"}};
+      std::cout << out.dump() << "\n";
+    } else {
+      std::cout << "granted " << (worker ? "worker" : "producer") << " access to " << role << "\n";
+    }
+    co_return exit_code::ok;
+  });
+}
+
+}  // namespace pgqueue_cli

@@ -1,0 +1,135 @@
+// pgqueue: the command-line tool. Parses the command line (CLI11), resolves where to connect,
+// runs one subcommand (commands/), and turns failures into a message and an exit code.
+#include <cstdlib>
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+
+#include "commands.hpp"
+
+namespace {
+
+using namespace pgqueue_cli;
+
+constexpr const char* exit_codes_text =
+    "Exit codes: 0 done; 1 the answer is no (an upgrade is pending, no such job, nothing to "
+    "retry or cancel); 2 bad arguments or input (nothing done); 3 the server or the connection "
+    "failed (the message has the SQLSTATE).";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"pgqueue: inspect and steer the job queues in a PostgreSQL database", "pgqueue"};
+  app.footer(std::string("Connects to --dsn, else $PGQUEUE_DSN, else libpq's defaults and PG* "
+                         "variables (PGHOST, PGDATABASE, ...).\n") +
+             exit_codes_text);
+  app.require_subcommand(1);
+  context ctx;
+  app.add_option("--dsn", ctx.dsn, "libpq connection string or URI")->envname("PGQUEUE_DSN");
+  app.add_flag("--json", ctx.json, "print JSON for scripts instead of text");
+
+  std::function<int()> action;
+
+  bool check_only = false;
+  auto* migrate_cmd =
+      app.add_subcommand("migrate", "install the pgqueue schema, or upgrade it in place");
+  migrate_cmd->add_flag("--check", check_only,
+                        "only report whether an upgrade is pending (exit 1)");
+  migrate_cmd->callback([&] { action = [&] { return migrate(ctx, check_only); }; });
+
+  enqueue_args enq;
+  auto* enqueue_cmd = app.add_subcommand(
+      "enqueue", "add a job, or one per line of newline-delimited JSON on stdin");
+  enqueue_cmd->add_option("queue", enq.queue, "queue name")->required();
+  enqueue_cmd->add_option("payload", enq.payload, "the job's JSON (default: read stdin)");
+  enqueue_cmd->add_option("--key", enq.key, "idempotency key (one job only)");
+  enqueue_cmd->add_option("--priority", enq.priority, "higher runs sooner (default 0)");
+  enqueue_cmd->add_option("--run-after", enq.run_after,
+                          "not before this time (any PostgreSQL timestamptz, e.g. "
+                          "'2026-12-24 18:00+01')");
+  enqueue_cmd->add_option("--delay", enq.delay,
+                          "not before this long from now (a PostgreSQL interval, e.g. '5 min')");
+  enqueue_cmd->add_option("--max-attempts", enq.max_attempts, "runs at most this often (default 5)")
+      ->check(CLI::PositiveNumber);
+  enqueue_cmd->add_option("--batch-size", enq.batch_size, "jobs per round trip from stdin (1000)")
+      ->check(CLI::Range(1, 10000));
+  enqueue_cmd->callback([&] { action = [&] { return enqueue(ctx, enq); }; });
+
+  auto* queues_cmd = app.add_subcommand(
+      "queues", "per queue: ready, scheduled, claimed, dead, cancelled, done, oldest age, lag");
+  queues_cmd->alias("depth");
+  queues_cmd->callback([&] { action = [&] { return queues(ctx); }; });
+
+  std::string jobs_queue, jobs_state = "dead";
+  int jobs_limit = 100;
+  auto* jobs_cmd = app.add_subcommand("jobs", "list a queue's jobs in one state, oldest first");
+  jobs_cmd->add_option("queue", jobs_queue, "queue name")->required();
+  jobs_cmd->add_option("--state", jobs_state,
+                       "ready, claimed, done, dead or cancelled (default dead)");
+  jobs_cmd->add_option("--limit", jobs_limit, "at most this many (default 100)");
+  jobs_cmd->callback(
+      [&] { action = [&] { return jobs(ctx, jobs_queue, jobs_state, jobs_limit); }; });
+
+  std::int64_t job_id = 0;
+  auto* job_cmd =
+      app.add_subcommand("job", "one job: payload, attempts, holder, lease, last error");
+  job_cmd->add_option("id", job_id, "the job's id")->required();
+  job_cmd->callback([&] { action = [&] { return job(ctx, job_id); }; });
+
+  std::string retry_queue;
+  std::vector<std::int64_t> retry_ids;
+  auto* retry_cmd = app.add_subcommand(
+      "retry", "make dead jobs of a queue ready again (all of them, or the ids given)");
+  retry_cmd->add_option("queue", retry_queue, "queue name")->required();
+  retry_cmd->add_option("ids", retry_ids, "only these dead jobs");
+  retry_cmd->callback([&] { action = [&] { return retry(ctx, retry_queue, retry_ids); }; });
+
+  std::vector<std::int64_t> cancel_ids;
+  auto* cancel_cmd = app.add_subcommand("cancel", "cancel ready jobs (claimed ones run on)");
+  cancel_cmd->add_option("ids", cancel_ids, "job ids")->required();
+  cancel_cmd->callback([&] { action = [&] { return cancel(ctx, cancel_ids); }; });
+
+  std::string retain_done = "7 days", retain_dead = "30 days";
+  auto* gc_cmd = app.add_subcommand("gc", "delete done and dead jobs older than their retention");
+  gc_cmd->add_option("--retain-done", retain_done, "keep done jobs this long (default '7 days')");
+  gc_cmd->add_option("--retain-dead", retain_dead, "keep dead jobs this long (default '30 days')");
+  gc_cmd->callback([&] { action = [&] { return gc(ctx, retain_done, retain_dead); }; });
+
+  std::string role;
+  auto* producer_cmd = app.add_subcommand(
+      "grant-producer", "let a role enqueue (EXECUTE on the producer functions only)");
+  producer_cmd->add_option("role", role, "role name")->required();
+  producer_cmd->callback([&] { action = [&] { return grant(ctx, role, false); }; });
+  auto* worker_cmd =
+      app.add_subcommand("grant-worker", "let a role enqueue, claim, heartbeat, ack and nack");
+  worker_cmd->add_option("role", role, "role name")->required();
+  worker_cmd->callback([&] { action = [&] { return grant(ctx, role, true); }; });
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return exit_code::usage;
+  }
+  try {
+    return action();
+  } catch (const usage_error& e) {
+    std::cerr << "pgqueue: " << e.what() << "\n";
+    return exit_code::usage;
+  } catch (const pgqueue::error& e) {
+    std::cerr << "pgqueue: " << e.what();
+    if (!e.sqlstate().empty()) std::cerr << " (SQLSTATE " << e.sqlstate() << ")";
+    std::cerr << "\n";
+    return e.code() == pgqueue::errc::invalid_argument ||
+                   e.code() == pgqueue::pg::errc::invalid_argument
+               ? exit_code::usage
+               : exit_code::failed;
+  } catch (const std::exception& e) {
+    std::cerr << "pgqueue: " << e.what() << "\n";
+    return exit_code::failed;
+  }
+}

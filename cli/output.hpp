@@ -1,0 +1,19 @@
+// How the pgqueue tool prints a result: an aligned text table for people, or with --json an
+// array of objects (one per row; SQL NULL as null, numbers and booleans as JSON values) for
+// scripts.
+#pragma once
+
+#include <iosfwd>
+#include <string>
+
+#include <pgqueue/pg/result.hpp>
+
+namespace pgqueue_cli {
+
+/// Writes `r` as a table (column names, then rows; NULL as "-") or, when `json`, as a JSON
+/// array of objects keyed by column name. Columns named in `numeric` are written as JSON
+/// numbers, those in `boolean` as true/false.
+void print(std::ostream& out, const pgqueue::pg::result& r, bool json,
+           const std::string& numeric = "", const std::string& boolean = "");
+
+}  // namespace pgqueue_cli

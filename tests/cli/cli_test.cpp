@@ -1,0 +1,208 @@
+// The pgqueue command against a real server: each subcommand's output (text and --json), its
+// exit code, and what it changed, read back from the jobs table.
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "support/command.hpp"
+#include "support/server.hpp"
+#include "support/session.hpp"
+#include "support/sql_api.hpp"
+
+namespace cli_test {
+
+using namespace pgq_test;
+
+namespace {
+
+// Runs the tool on database `db` (through PGQUEUE_DSN, as a user would set it).
+command_result tool(const scratch_database& db, std::vector<std::string> args,
+                    const std::string& input = "") {
+  args.insert(args.begin(), PGQUEUE_TOOL);
+  return run_command(args, input, {"PGQUEUE_DSN=" + db.dsn()});
+}
+
+std::string state_of(session& s, std::int64_t id) {
+  return read_job(s, id).state;
+}
+
+}  // namespace
+
+TEST_CASE("migrate installs, reports up to date, and --check says whether an upgrade is pending",
+          "[cli]") {
+  scratch_database db(false);
+  auto check = tool(db, {"migrate", "--check"});
+  INFO(check.err);
+  CHECK(check.exit_code == 1);
+  CHECK(check.out.starts_with("upgrade pending: installed version 0"));
+  auto first = tool(db, {"migrate"});
+  CHECK(first.exit_code == 0);
+  CHECK(first.out.starts_with("migrated: version 0 -> "));
+  auto again = tool(db, {"--json", "migrate", "--check"});
+  CHECK(again.exit_code == 0);
+  auto j = nlohmann::json::parse(again.out);
+  CHECK(j["pending"] == false);
+  CHECK(j["installed"] == j["available"]);
+}
+
+TEST_CASE("enqueue: one job with options, then newline-delimited JSON from stdin in batches",
+          "[cli]") {
+  scratch_database db(true);
+  session admin(db.dsn());
+  auto one = tool(db, {"enqueue", "emails", R"({"to":"a@example.com"})", "--priority", "7",
+                       "--max-attempts", "2", "--key", "k1", "--delay", "1 hour"});
+  REQUIRE(one.exit_code == 0);
+  const auto id = std::stoll(one.out);
+  auto job = read_job(admin, id);
+  CHECK(job.queue == "emails");
+  CHECK(job.priority == 7);
+  CHECK(job.max_attempts == 2);
+  CHECK(job.run_after_in > 3500);  // --delay '1 hour'
+  CHECK(job.run_after_in <= 3600);
+  auto same = tool(db, {"enqueue", "emails", "{}", "--key", "k1"});
+  CHECK(std::stoll(same.out) == id);  // the idempotency key
+
+  std::string lines;
+  for (int i = 0; i < 25; ++i) lines += "{\"n\": " + std::to_string(i) + "}\n\n";
+  auto many = tool(db, {"--json", "enqueue", "bulk", "--batch-size", "10"}, lines);
+  REQUIRE(many.exit_code == 0);
+  auto j = nlohmann::json::parse(many.out);
+  CHECK(j["enqueued"] == 25);
+  CHECK(admin.integer("SELECT count(*) FROM pgqueue.jobs WHERE queue = 'bulk'") == 25);
+  CHECK(admin.integer("SELECT count(DISTINCT payload->>'n') FROM pgqueue.jobs "
+                      "WHERE queue = 'bulk'") == 25);
+}
+
+TEST_CASE(
+    "enqueue from stdin stops at a line that is not JSON: everything before it is in, "
+    "nothing after",
+    "[cli]") {
+  scratch_database db(true);
+  session admin(db.dsn());
+  auto r = tool(db, {"enqueue", "bulk", "--batch-size", "2"}, "{}\n{}\n{}\n{oops\n{}\n");
+  CHECK(r.exit_code == 2);
+  CHECK(r.err.find("line 4 is not JSON") != std::string::npos);
+  CHECK(r.err.find("Lines 1-3 were enqueued (3 jobs)") != std::string::npos);
+  CHECK(admin.integer("SELECT count(*) FROM pgqueue.jobs WHERE queue = 'bulk'") == 3);
+}
+
+TEST_CASE("errors: a bad queue name, a bad delay, bad arguments; each with its exit code",
+          "[cli]") {
+  scratch_database db(true);
+  session admin(db.dsn());
+  auto bad_name = tool(db, {"enqueue", "", "{}"});
+  CHECK(bad_name.exit_code == 3);
+  CHECK(bad_name.err.find("22023") != std::string::npos);
+  auto bad_delay = tool(db, {"enqueue", "q", "{}", "--delay", "soon"});
+  CHECK(bad_delay.exit_code == 3);
+  CHECK(bad_delay.err.find("22007") != std::string::npos);
+  auto bad_json = tool(db, {"enqueue", "q", "{nope"});
+  CHECK(bad_json.exit_code == 3);
+  CHECK(bad_json.err.find("22P02") != std::string::npos);
+  auto usage = tool(db, {"enqueue"});
+  CHECK(usage.exit_code == 2);
+  auto unknown = tool(db, {"frobnicate"});
+  CHECK(unknown.exit_code == 2);
+  auto state = tool(db, {"jobs", "q", "--state", "lost"});
+  CHECK(state.exit_code == 2);
+  CHECK(state.err.find("--state must be") != std::string::npos);
+  CHECK(admin.integer("SELECT count(*) FROM pgqueue.jobs") == 0);
+  auto nowhere = run_command({PGQUEUE_TOOL, "--dsn", "host=/nonexistent-dir", "queues"});
+  CHECK(nowhere.exit_code == 3);
+  auto help = tool(db, {"enqueue", "--help"});
+  CHECK(help.exit_code == 0);
+  CHECK(help.out.find("--run-after") != std::string::npos);
+}
+
+TEST_CASE("queues shows each queue's states; jobs and job show dead jobs with their errors",
+          "[cli]") {
+  scratch_database db(true);
+  session admin(db.dsn());
+  const auto ready = enqueue(admin, "mail");
+  admin.scalar("SELECT pgqueue.enqueue('mail', '{}', p_run_after => now() + interval '1 day')");
+  const auto failing = enqueue(admin, "mail");
+  admin.script("UPDATE pgqueue.jobs SET max_attempts = 1 WHERE id = " + std::to_string(failing));
+  auto held = claim(admin, "mail", "w1", 1);
+  REQUIRE(held.size() == 1);
+  REQUIRE(held[0].id == ready);  // the older one first
+  held = claim(admin, "mail", "w1", 1);
+  REQUIRE(held.size() == 1);
+  admin.scalar("SELECT pgqueue.nack($1, 'w1', 'smtp said no', NULL, $2)",
+               {std::to_string(failing), std::to_string(held[0].lease_token)});
+  CHECK(state_of(admin, failing) == "dead");
+
+  auto q = tool(db, {"--json", "queues"});
+  REQUIRE(q.exit_code == 0);
+  auto rows = nlohmann::json::parse(q.out);
+  REQUIRE(rows.size() == 1);
+  CHECK(rows[0]["queue"] == "mail");
+  CHECK(rows[0]["ready"] == 0);
+  CHECK(rows[0]["scheduled"] == 1);
+  CHECK(rows[0]["claimed"] == 1);
+  CHECK(rows[0]["dead"] == 1);
+  CHECK(rows[0]["done"] == 0);
+  auto text = tool(db, {"depth"});
+  CHECK(text.out.starts_with("queue  ready  scheduled  claimed  dead"));
+
+  auto dead = tool(db, {"--json", "jobs", "mail", "--state", "dead"});
+  auto list = nlohmann::json::parse(dead.out);
+  REQUIRE(list.size() == 1);
+  CHECK(list[0]["id"] == failing);
+  CHECK(list[0]["last_error"] == "smtp said no");
+  auto one = tool(db, {"job", std::to_string(failing)});
+  CHECK(one.exit_code == 0);
+  CHECK(one.out.find("state:            dead") != std::string::npos);
+  CHECK(one.out.find("last_error:       smtp said no") != std::string::npos);
+  auto none = tool(db, {"job", "999999"});
+  CHECK(none.exit_code == 1);
+}
+
+TEST_CASE("retry makes dead jobs ready, cancel cancels ready ones, gc deletes old ones", "[cli]") {
+  scratch_database db(true);
+  session admin(db.dsn());
+  const auto a = enqueue(admin, "q"), b = enqueue(admin, "q");
+  admin.script(
+      "UPDATE pgqueue.jobs SET state = 'dead', finished_at = now() - interval '2 days' "
+      "WHERE id IN (" +
+      std::to_string(a) + ", " + std::to_string(b) + ")");
+  auto one = tool(db, {"retry", "q", std::to_string(a)});
+  CHECK(one.exit_code == 0);
+  CHECK(one.out == "retried 1 dead job of q\n");
+  CHECK(state_of(admin, a) == "ready");
+  CHECK(state_of(admin, b) == "dead");
+  auto nothing = tool(db, {"retry", "q", std::to_string(a)});  // not dead any more
+  CHECK(nothing.exit_code == 1);
+
+  auto cancelled = tool(db, {"--json", "cancel", std::to_string(a), std::to_string(b)});
+  CHECK(cancelled.exit_code == 1);  // b is dead, not ready
+  auto j = nlohmann::json::parse(cancelled.out);
+  CHECK(j["cancelled"] == nlohmann::json::array({a}));
+  CHECK(j["not_cancelled"] == nlohmann::json::array({b}));
+  CHECK(state_of(admin, a) == "cancelled");
+
+  auto gc = tool(db, {"gc", "--retain-dead", "1 day"});
+  CHECK(gc.exit_code == 0);
+  CHECK(gc.out == "deleted 0 done and 1 dead jobs\n");
+  CHECK(admin.integer("SELECT count(*) FROM pgqueue.jobs WHERE id = $1", {std::to_string(b)}) == 0);
+}
+
+TEST_CASE("grant-producer lets a role enqueue and nothing more", "[cli]") {
+  scratch_database db(true);
+  session admin(db.dsn());
+  admin.script("CREATE ROLE cli_producer LOGIN");
+  auto r = tool(db, {"grant-producer", "cli_producer"});
+  CHECK(r.exit_code == 0);
+  CHECK(r.out == "granted producer access to cli_producer\n");
+  CHECK(admin.integer("SELECT has_function_privilege('cli_producer', "
+                      "'pgqueue.enqueue(text, jsonb, text, int, timestamptz, int, boolean)', "
+                      "'EXECUTE')::int") == 1);
+  CHECK(admin.integer("SELECT has_function_privilege('cli_producer', "
+                      "'pgqueue.claim_batch(text, text, int, interval)', 'EXECUTE')::int") == 0);
+  auto missing = tool(db, {"grant-worker", "no_such_role"});
+  CHECK(missing.exit_code == 3);
+  CHECK(missing.err.find("42704") != std::string::npos);
+  admin.script("DROP OWNED BY cli_producer; DROP ROLE cli_producer");
+}
+
+}  // namespace cli_test
