@@ -37,5 +37,6 @@ int job(const context& ctx, std::int64_t id);
 int retry(const context& ctx, const std::string& queue, const std::vector<std::int64_t>& ids);
 int cancel(const context& ctx, const std::vector<std::int64_t>& ids);
 int gc(const context& ctx, const std::string& retain_done, const std::string& retain_dead);
+int pause(const context& ctx, const std::string& queue, bool paused);
 
 }  // namespace pgqueue_cli

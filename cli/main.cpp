@@ -95,6 +95,15 @@ int main(int argc, char** argv) {
   gc_cmd->add_option("--retain-dead", retain_dead, "keep dead jobs this long (default '30 days')");
   gc_cmd->callback([&] { action = [&] { return gc(ctx, retain_done, retain_dead); }; });
 
+  std::string pause_queue;
+  auto* pause_cmd = app.add_subcommand(
+      "pause", "stop handing out a queue's jobs (it still accepts them; running jobs finish)");
+  pause_cmd->add_option("queue", pause_queue, "queue name")->required();
+  pause_cmd->callback([&] { action = [&] { return pause(ctx, pause_queue, true); }; });
+  auto* resume_cmd = app.add_subcommand("resume", "hand out a paused queue's jobs again, at once");
+  resume_cmd->add_option("queue", pause_queue, "queue name")->required();
+  resume_cmd->callback([&] { action = [&] { return pause(ctx, pause_queue, false); }; });
+
   std::string role;
   auto* producer_cmd = app.add_subcommand(
       "grant-producer", "let a role enqueue (EXECUTE on the producer functions only)");

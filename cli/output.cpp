@@ -23,7 +23,7 @@ bool listed(const std::string& list, std::string_view name) {
 
 }  // namespace
 
-void print(std::ostream& out, const pgqueue::pg::result& r, bool json, const std::string& numeric,
+void print(std::ostream& out, const pgqueue::pg::result& r, bool json, const std::string& as_json,
            const std::string& boolean) {
   if (json) {
     auto rows = nlohmann::json::array();
@@ -33,7 +33,7 @@ void print(std::ostream& out, const pgqueue::pg::result& r, bool json, const std
         const std::string name(r.column_name(c));
         if (r.is_null(i, c)) {
           row[name] = nullptr;
-        } else if (listed(numeric, name)) {
+        } else if (listed(as_json, name)) {
           row[name] = nlohmann::json::parse(r.get<std::string>(i, c));
         } else if (listed(boolean, name)) {
           row[name] = r.get<bool>(i, c);

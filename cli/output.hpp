@@ -11,9 +11,10 @@
 namespace pgqueue_cli {
 
 /// Writes `r` as a table (column names, then rows; NULL as "-") or, when `json`, as a JSON
-/// array of objects keyed by column name. Columns named in `numeric` are written as JSON
-/// numbers, those in `boolean` as true/false.
+/// array of objects keyed by column name: text as strings, columns named (comma-separated)
+/// in `as_json` as the JSON their text is (numbers, json and jsonb columns), those in
+/// `boolean` as true/false.
 void print(std::ostream& out, const pgqueue::pg::result& r, bool json,
-           const std::string& numeric = "", const std::string& boolean = "");
+           const std::string& as_json = "", const std::string& boolean = "");
 
 }  // namespace pgqueue_cli

@@ -1,4 +1,4 @@
-// pgqueue retry, cancel, gc: changes to jobs an operator makes by hand.
+// pgqueue retry, cancel, gc, pause, resume: what an operator changes by hand.
 #include <iostream>
 
 #include <nlohmann/json.hpp>
@@ -57,6 +57,23 @@ int gc(const context& ctx, const std::string& retain_done, const std::string& re
       std::cout << nlohmann::json{{"done_deleted", done}, {"dead_deleted", dead}}.dump() << "\n";
     } else {
       std::cout << "deleted " << done << " done and " << dead << " dead jobs\n";
+    }
+    co_return exit_code::ok;
+  });
+}
+
+int pause(const context& ctx, const std::string& queue, bool paused) {
+  return ctx.run([&](pgqueue::database& db) -> asio::awaitable<int> {
+    pgqueue::queue q{db, queue};
+    const bool changed = paused ? co_await q.pause() : co_await q.resume();
+    if (ctx.json) {
+      std::cout << nlohmann::json{{"queue", queue}, {"paused", paused}, {"changed", changed}}.dump()
+                << "\n";
+    } else {
+      std::cout << queue
+                << (paused ? (changed ? " paused" : " was paused already")
+                           : (changed ? " resumed" : " was not paused"))
+                << "\n";
     }
     co_return exit_code::ok;
   });

@@ -2,6 +2,8 @@
 #include <iostream>
 #include <set>
 
+#include <nlohmann/json.hpp>
+
 #include "../commands.hpp"
 #include "../output.hpp"
 
@@ -13,8 +15,9 @@ int queues(const context& ctx) {
     // ready now and scheduled for later are split here, from the ready index too.
     auto r = co_await db.query(R"(
       WITH d AS (SELECT * FROM pgqueue.depth),
-      names AS (SELECT DISTINCT queue FROM d)
+      names AS (SELECT queue FROM d UNION SELECT queue FROM pgqueue.paused_queues)
       SELECT n.queue,
+             EXISTS (SELECT FROM pgqueue.paused_queues p WHERE p.queue = n.queue) AS paused,
              coalesce((SELECT count(*) FROM pgqueue.jobs j
                         WHERE j.queue = n.queue AND j.state = 'ready' AND j.run_after <= now()), 0)
                AS ready,
@@ -37,7 +40,8 @@ int queues(const context& ctx) {
                AS lag_s
         FROM names n
        ORDER BY n.queue)");
-    print(std::cout, r, ctx.json, "ready,scheduled,claimed,dead,cancelled,done,oldest_age_s,lag_s");
+    print(std::cout, r, ctx.json, "ready,scheduled,claimed,dead,cancelled,done,oldest_age_s,lag_s",
+          "paused");
     co_return exit_code::ok;
   });
 }
@@ -70,7 +74,7 @@ int job(const context& ctx, std::int64_t id) {
     auto r = co_await db.query(R"(
       SELECT id, queue, state, payload::text AS payload, idempotency_key, priority, attempts,
              max_attempts, run_after, claimed_by, claimed_at, lease_until, last_error,
-             created_at, updated_at, finished_at
+             created_at, updated_at, finished_at, errors::text AS errors
         FROM pgqueue.jobs WHERE id = $1)",
                                std::move(p));
     if (r.rows() == 0) {
@@ -82,13 +86,25 @@ int job(const context& ctx, std::int64_t id) {
       co_return exit_code::answer_no;
     }
     if (ctx.json) {
-      print(std::cout, r, true, "id,priority,attempts,max_attempts");
+      print(std::cout, r, true, "id,priority,attempts,max_attempts,errors");
       co_return exit_code::ok;
     }
+    const int errors = r.column("errors");
     for (int c = 0; c < r.columns(); ++c) {  // one field per line: payloads and errors are long
+      if (c == errors) continue;
       std::string name(r.column_name(c));
       std::cout << name << ":" << std::string(17 - name.size(), ' ')
                 << (r.is_null(0, c) ? "-" : r.get<std::string>(0, c)) << "\n";
+    }
+    // The failure history, oldest first: why the job keeps failing.
+    if (!r.is_null(0, errors)) {
+      std::cout << "errors:\n";
+      for (const auto& e : nlohmann::json::parse(r.get<std::string>(0, errors))) {
+        std::cout << "  attempt " << e.value("attempt", 0) << " at "
+                  << e.value("at", std::string("?")) << " by "
+                  << (e["holder"].is_string() ? e["holder"].get<std::string>() : "-") << ": "
+                  << (e["error"].is_string() ? e["error"].get<std::string>() : "-") << "\n";
+      }
     }
     co_return exit_code::ok;
   });

@@ -146,6 +146,17 @@ class queue {
   /// Waits until at least one job is claimable, then claims up to `max`. As `claim`.
   asio::awaitable<std::vector<lease>> claim_batch(int max);
 
+  /// Pauses the queue for every process: it keeps accepting jobs, and every claim (anyone's)
+  /// hands none out until `resume()`; jobs already claimed run on and finish as usual, and
+  /// idle claimers wait without polling. True when it was running. One round trip. Needs the
+  /// schema owner's rights (`pgqueue.pause` is not granted to producer or worker roles):
+  /// SQLSTATE 42501 otherwise; 22023 for a bad queue name.
+  asio::awaitable<bool> pause();
+
+  /// Resumes a paused queue and wakes its idle claimers at once (at commit). True when it was
+  /// paused. One round trip; fails as `pause()`.
+  asio::awaitable<bool> resume();
+
   /// Starts listening for this queue's notifications (what next_notification() receives) and
   /// returns once the server confirmed it, so nothing committed after that is missed. One
   /// round trip the first time; nothing afterwards.

@@ -113,6 +113,10 @@ BEGIN
        'pgqueue.maintenance_checked_at', true), ''), '0')::float8 + 1 THEN
     PERFORM pgqueue.maintain_if_due();
   END IF;
+  -- A paused queue hands nothing out (the maintenance above still runs).
+  IF EXISTS (SELECT FROM pgqueue.paused_queues pq WHERE pq.queue = p_queue) THEN
+    RETURN;
+  END IF;
   -- Whether the queue's floors are due to move: looked at only once the time this session
   -- noted for it has come (a session setting, as maintenance), since the look read two tables
   -- on every claim, a third of an idle claim's cost. The time noted is when the floors are a
@@ -241,6 +245,11 @@ AS $$
 BEGIN
   IF p_queue IS NULL OR octet_length(p_queue) NOT BETWEEN 1 AND 255 OR p_queue ~ '[[:cntrl:]]' THEN
     PERFORM pgqueue.check_queue_name(p_queue);
+  END IF;
+  -- Paused: nothing is due, nothing falls due; resume wakes the claimer.
+  IF EXISTS (SELECT FROM pgqueue.paused_queues pq WHERE pq.queue = p_queue) THEN
+    RETURN QUERY SELECT false, NULL::timestamptz;
+    RETURN;
   END IF;
   RETURN QUERY
   SELECT coalesce(bool_or(p.first_run_after <= now()), false),

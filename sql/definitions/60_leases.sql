@@ -208,6 +208,25 @@ LANGUAGE plpgsql IMMUTABLE
 SET search_path = pg_catalog, pg_temp
 AS $$ BEGIN RETURN left(p_error, 2000); END $$;
 
+-- A job's error history (pgqueue.jobs.errors) with one more failure: attempt p_attempt, held by
+-- p_holder, failed with p_error (already bounded) now. Keeps the last 10 entries.
+CREATE OR REPLACE FUNCTION pgqueue.error_history(
+  p_errors jsonb, p_attempt int, p_holder text, p_error text)
+RETURNS jsonb
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  v_errors jsonb := coalesce(p_errors, '[]'::jsonb) || jsonb_build_array(jsonb_build_object(
+    'attempt', p_attempt, 'at', now(), 'holder', p_holder, 'error', p_error));
+BEGIN
+  WHILE jsonb_array_length(v_errors) > 10 LOOP
+    v_errors := v_errors - 0;
+  END LOOP;
+  RETURN v_errors;
+END
+$$;
+
 -- Gives back a job the caller holds after a failure: requeued after a back-off (or after
 -- p_requeue_after when given), or 'dead' when that was its last attempt. Returns 'requeued',
 -- 'dead' or 'lost' (the caller no longer holds the lease). Listeners are woken when it is
@@ -247,13 +266,17 @@ BEGIN
   IF v_job.attempts >= v_job.max_attempts THEN
     UPDATE pgqueue.jobs j
        SET state = 'dead', last_error = pgqueue.bounded_error(p_error), finished_at = now(),
-           updated_at = now(), lease_until = NULL
+           updated_at = now(), lease_until = NULL,
+           errors = pgqueue.error_history(j.errors, j.attempts, j.claimed_by,
+                                          pgqueue.bounded_error(p_error))
      WHERE j.id = p_job_id;
     RETURN 'dead';
   END IF;
   v_delay := coalesce(p_requeue_after, pgqueue.retry_delay(v_job.queue, v_job.attempts));
   UPDATE pgqueue.jobs j
      SET state = 'ready', run_after = now() + v_delay, last_error = pgqueue.bounded_error(p_error),
+         errors = pgqueue.error_history(j.errors, j.attempts, j.claimed_by,
+                                        pgqueue.bounded_error(p_error)),
          claimed_by = NULL, claimed_at = NULL, lease_until = NULL, updated_at = now()
    WHERE j.id = p_job_id;
   PERFORM pgqueue.floor_admit(v_job.queue, v_job.priority, now() + v_delay, p_job_id);

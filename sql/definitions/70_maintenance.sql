@@ -4,6 +4,21 @@
 -- 'dead' when the expired attempt was the last one, so a job that kills its worker cannot run
 -- without bound. Ready jobs that already used all attempts (left by the seed's janitor) are
 -- ended 'dead' too. Returns how many jobs it changed. Safe to run often and from many places.
+-- What the janitor records when it takes back a job whose lease ran out.
+CREATE OR REPLACE FUNCTION pgqueue.lease_expired_error(
+  p_attempts int, p_max_attempts int, p_holder text, p_lease_until timestamptz)
+RETURNS text
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+  RETURN pgqueue.bounded_error(format(
+    'lease expired on attempt %s of %s (worker %s, lease until %s)%s',
+    p_attempts, p_max_attempts, p_holder, p_lease_until,
+    CASE WHEN p_attempts >= p_max_attempts THEN ': no attempts left' ELSE '' END));
+END
+$$;
+
 CREATE OR REPLACE FUNCTION pgqueue.janitor_reset_stale_claims(
   p_grace interval DEFAULT '0 seconds'::interval
 )
@@ -34,10 +49,11 @@ BEGIN
          SET state = CASE WHEN j.attempts >= j.max_attempts THEN 'dead' ELSE 'ready' END,
              finished_at = CASE WHEN j.attempts >= j.max_attempts THEN now() END,
              run_after = now(),
-             last_error = pgqueue.bounded_error(format(
-               'lease expired on attempt %s of %s (worker %s, lease until %s)%s',
-               j.attempts, j.max_attempts, j.claimed_by, j.lease_until,
-               CASE WHEN j.attempts >= j.max_attempts THEN ': no attempts left' ELSE '' END)),
+             last_error = pgqueue.lease_expired_error(j.attempts, j.max_attempts, j.claimed_by,
+                                                      j.lease_until),
+             errors = pgqueue.error_history(j.errors, j.attempts, j.claimed_by,
+                                            pgqueue.lease_expired_error(j.attempts, j.max_attempts,
+                                                                        j.claimed_by, j.lease_until)),
              claimed_by = NULL, claimed_at = NULL, lease_until = NULL, updated_at = now()
        WHERE j.id = ANY (ARRAY(SELECT t.id FROM stale t))
       RETURNING j.queue, j.state, j.priority, j.run_after, j.id

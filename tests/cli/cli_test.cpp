@@ -142,8 +142,9 @@ TEST_CASE("queues shows each queue's states; jobs and job show dead jobs with th
   CHECK(rows[0]["claimed"] == 1);
   CHECK(rows[0]["dead"] == 1);
   CHECK(rows[0]["done"] == 0);
+  CHECK(rows[0]["paused"] == false);
   auto text = tool(db, {"depth"});
-  CHECK(text.out.starts_with("queue  ready  scheduled  claimed  dead"));
+  CHECK(text.out.starts_with("queue  paused  ready  scheduled  claimed  dead"));
 
   auto dead = tool(db, {"--json", "jobs", "mail", "--state", "dead"});
   auto list = nlohmann::json::parse(dead.out);
@@ -154,6 +155,13 @@ TEST_CASE("queues shows each queue's states; jobs and job show dead jobs with th
   CHECK(one.exit_code == 0);
   CHECK(one.out.find("state:            dead") != std::string::npos);
   CHECK(one.out.find("last_error:       smtp said no") != std::string::npos);
+  CHECK(one.out.find("errors:\n  attempt 1 at ") != std::string::npos);
+  CHECK(one.out.find(" by w1: smtp said no\n") != std::string::npos);
+  auto one_json = nlohmann::json::parse(tool(db, {"--json", "job", std::to_string(failing)}).out);
+  REQUIRE(one_json.size() == 1);
+  CHECK(one_json[0]["errors"].size() == 1);
+  CHECK(one_json[0]["errors"][0]["error"] == "smtp said no");
+  CHECK(one_json[0]["errors"][0]["attempt"] == 1);
   auto none = tool(db, {"job", "999999"});
   CHECK(none.exit_code == 1);
 }
@@ -185,6 +193,28 @@ TEST_CASE("retry makes dead jobs ready, cancel cancels ready ones, gc deletes ol
   CHECK(gc.exit_code == 0);
   CHECK(gc.out == "deleted 0 done and 1 dead jobs\n");
   CHECK(admin.integer("SELECT count(*) FROM pgqueue.jobs WHERE id = $1", {std::to_string(b)}) == 0);
+}
+
+TEST_CASE("pause stops a queue handing out jobs, resume starts it again; queues shows which",
+          "[cli]") {
+  scratch_database db(true);
+  session admin(db.dsn());
+  auto paused = tool(db, {"pause", "mail"});
+  CHECK(paused.exit_code == 0);
+  CHECK(paused.out == "mail paused\n");
+  CHECK(tool(db, {"pause", "mail"}).out == "mail was paused already\n");
+  const auto id = enqueue(admin, "mail");
+  CHECK(claim(admin, "mail", "w").empty());
+  auto rows = nlohmann::json::parse(tool(db, {"--json", "queues"}).out);
+  REQUIRE(rows.size() == 1);
+  CHECK(rows[0]["paused"] == true);
+  CHECK(rows[0]["ready"] == 1);
+  auto resumed = tool(db, {"--json", "resume", "mail"});
+  CHECK(nlohmann::json::parse(resumed.out)["changed"] == true);
+  auto c = claim(admin, "mail", "w");
+  REQUIRE(c.size() == 1);
+  CHECK(c[0].id == id);
+  CHECK(tool(db, {"resume", "mail"}).out == "mail was not paused\n");
 }
 
 TEST_CASE("grant-producer lets a role enqueue and nothing more", "[cli]") {

@@ -35,6 +35,13 @@ SELECT pgqueue.set_retry_backoff('emails', '5 seconds', '10 minutes');
 SELECT * FROM pgqueue.depth;
 )sql";
 
+// docs/sql-api.md: a job's failures, after the example above.
+const char* error_history_example = R"sql(
+SELECT e->>'attempt' AS attempt, e->>'at' AS at, e->>'holder' AS holder, e->>'error' AS error
+  FROM pgqueue.jobs j, jsonb_array_elements(j.errors) e
+ WHERE j.id = 1;
+)sql";
+
 // ---- docs/security.md ----
 const char* roles_example = R"sql(
 CREATE ROLE app_producer LOGIN PASSWORD '...';
@@ -83,6 +90,11 @@ TEST_CASE("the SQL API example gives the results its comments say", "[docs]") {
   run_checked(s, sql_api_example);
   CHECK(*s.scalar("SELECT string_agg(state, ',' ORDER BY id) FROM pgqueue.jobs") ==
         "cancelled,done,done,done");
+  const auto failures = s.query(error_history_example);
+  REQUIRE(failures.size() == 1);
+  CHECK(*failures[0][0] == "1");
+  CHECK(*failures[0][2] == "worker-1");
+  CHECK(*failures[0][3] == "smtp timeout");
 }
 
 TEST_CASE("the roles example grants what it says", "[docs]") {

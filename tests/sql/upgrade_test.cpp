@@ -1,6 +1,6 @@
 // Upgrading in place a database that runs the seed schema (tests/fixtures/seed_schema.sql), the
-// first release, version 2 (tests/fixtures/pgqueue_v2.sql), or version 3
-// (tests/fixtures/pgqueue_v3.sql).
+// first release, version 2 (tests/fixtures/pgqueue_v2.sql), version 3
+// (tests/fixtures/pgqueue_v3.sql) or version 4 (tests/fixtures/pgqueue_v4.sql).
 #include <initializer_list>
 
 #include <catch2/catch.hpp>
@@ -25,6 +25,9 @@ std::string v2_file() {
 }
 std::string v3_file() {
   return PGQUEUE_SOURCE_ROOT "/tests/fixtures/pgqueue_v3.sql";
+}
+std::string v4_file() {
+  return PGQUEUE_SOURCE_ROOT "/tests/fixtures/pgqueue_v4.sql";
 }
 
 // Runs the statements one at a time, in order.
@@ -73,7 +76,7 @@ TEST_CASE("the seed upgrades in place keeping every job", "[upgrade]") {
   s.script(read_file(schema_file()));
 
   CHECK(*s.scalar(row_text) == before);
-  CHECK(s.integer("SELECT version FROM pgqueue.schema_version") == 4);
+  CHECK(s.integer("SELECT version FROM pgqueue.schema_version") == 6);
   // The done job is counted by the new depth view.
   CHECK(s.integer("SELECT count FROM pgqueue.depth WHERE queue = 'mail' AND state = 'done'") == 1);
   CHECK(s.integer("SELECT count FROM pgqueue.depth WHERE queue = 'mail' AND state = 'claimed'") ==
@@ -181,7 +184,7 @@ TEST_CASE("version 2 upgrades in place keeping every job, its holders and its gr
   s.script(read_file(schema_file()));
 
   CHECK(*s.scalar(row_text) == before);
-  CHECK(s.integer("SELECT version FROM pgqueue.schema_version") == 4);
+  CHECK(s.integer("SELECT version FROM pgqueue.schema_version") == 6);
   CHECK(s.integer("SELECT count FROM pgqueue.depth WHERE queue = 'q' AND state = 'done'") == done);
   // The job a version-2 client holds stays its own: its attempt is the token it fences with.
   CHECK(*s.scalar("SELECT pgqueue.heartbeat(3, 'w', '1 minute', 1)") == "t");
@@ -240,7 +243,7 @@ TEST_CASE("version 3 upgrades in place: every job kept, claims start at floors b
   s.script(read_file(schema_file()));
 
   CHECK(*s.scalar(row_text) == before);
-  CHECK(s.integer("SELECT version FROM pgqueue.schema_version") == 4);
+  CHECK(s.integer("SELECT version FROM pgqueue.schema_version") == 6);
   // One floor per queue and priority with jobs ready, held or dead, at the bottom for a
   // minute: version 3's code, still running in its sessions, does not note the jobs it makes
   // ready below a floor.
@@ -259,8 +262,9 @@ TEST_CASE("version 3 upgrades in place: every job kept, claims start at floors b
   CHECK(claim(s, "r", "w2").size() == 1);
   // A version-3 release that waited behind the upgrade: its old code makes the held job ready
   // without noting it below the floor. Claims still find it.
-  s.query("UPDATE pgqueue.jobs SET state = 'ready', claimed_by = NULL, claimed_at = NULL, "
-          "lease_until = NULL, attempts = attempts - 1 WHERE id = 4");
+  s.query(
+      "UPDATE pgqueue.jobs SET state = 'ready', claimed_by = NULL, claimed_at = NULL, "
+      "lease_until = NULL, attempts = attempts - 1 WHERE id = 4");
   const auto straggler = claim(s, "h", "w2");
   REQUIRE(straggler.size() == 1);
   CHECK(straggler[0].id == 4);
@@ -268,6 +272,42 @@ TEST_CASE("version 3 upgrades in place: every job kept, claims start at floors b
   const auto after = *s.scalar(row_text);
   s.script(read_file(schema_file()));
   CHECK(*s.scalar(row_text) == after);
+}
+
+TEST_CASE("version 4 upgrades in place: every job kept, failures from then on kept in errors",
+          "[upgrade]") {
+  scratch_database db(false);
+  session s(db.dsn());
+  s.script(read_file(v4_file()));
+  // A dead job (1), a held one (2), a retried one (3), through version 4's own functions.
+  run_each(s, {
+                  "SELECT pgqueue.enqueue('q', '{\"n\":1}', NULL, 0, now(), 1)",
+                  "SELECT pgqueue.enqueue('q', '{\"n\":2}')",
+                  "SELECT pgqueue.enqueue('q', '{\"n\":3}')",
+                  "SELECT * FROM pgqueue.claim_batch('q', 'w', 3)",
+                  "SELECT pgqueue.nack(1, 'w', 'boom', NULL, 1)",
+                  "SELECT pgqueue.nack(3, 'w', 'first', '0 seconds', 1)",
+              });
+  REQUIRE(read_job(s, 1).state == "dead");
+  const auto before = *s.scalar(row_text);
+
+  s.script(read_file(schema_file()));
+
+  CHECK(*s.scalar(row_text) == before);
+  CHECK(s.integer("SELECT version FROM pgqueue.schema_version") == 6);
+  CHECK(s.integer("SELECT count(*) FROM pgqueue.jobs WHERE errors IS NOT NULL") == 0);
+  // The held job's holder fails it, and the retried one fails again: both recorded from now.
+  CHECK(*s.scalar("SELECT pgqueue.nack(2, 'w', 'second', '0 seconds', 1)") == "requeued");
+  const auto again = claim(s, "q", "w2", 2);
+  REQUIRE(again.size() == 2);
+  CHECK(*s.scalar("SELECT pgqueue.nack(3, 'w2', 'third', '0 seconds', $1)",
+                  {std::to_string(again[0].id == 3 ? again[0].lease_token
+                                                   : again[1].lease_token)}) == "requeued");
+  CHECK(*s.scalar("SELECT errors->0->>'error' || ' ' || (errors->0->>'attempt') || ' ' || "
+                  "(errors->0->>'holder') FROM pgqueue.jobs WHERE id = 2") == "second 1 w");
+  CHECK(*s.scalar("SELECT errors->0->>'error' || ' ' || (errors->0->>'attempt') || ' ' || "
+                  "(errors->0->>'holder') || ' ' || jsonb_array_length(errors) "
+                  "FROM pgqueue.jobs WHERE id = 3") == "third 2 w2 1");
 }
 
 }  // namespace sql_upgrade_test
@@ -284,8 +324,10 @@ TEST_CASE("every upgrade path ends in the schema a fresh install makes", "[upgra
   REQUIRE_THAT(expected, Catch::Contains("index CREATE INDEX jobs_ready_idx") &&
                              Catch::Contains("function pgqueue.claim_batch(text,text,integer,"
                                              "interval) definer"));
-  const std::vector<std::pair<std::string, std::string>> starts = {
-      {"the seed", seed_file()}, {"version 2", v2_file()}, {"version 3", v3_file()}};
+  const std::vector<std::pair<std::string, std::string>> starts = {{"the seed", seed_file()},
+                                                                   {"version 2", v2_file()},
+                                                                   {"version 3", v3_file()},
+                                                                   {"version 4", v4_file()}};
   for (const auto& [from, file] : starts) {
     INFO("upgraded from " << from);
     scratch_database db(false);

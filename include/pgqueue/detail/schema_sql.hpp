@@ -6,7 +6,7 @@
 namespace pgqueue::detail {
 
 // The schema version sql/pgqueue.sql installs.
-inline constexpr int schema_version = 4;
+inline constexpr int schema_version = 6;
 
 // The text of sql/pgqueue.sql.
 inline constexpr std::string_view schema_sql = R"pgqueue_sql(-- pgqueue: a durable job queue in plain PostgreSQL (no extension).
@@ -23,8 +23,9 @@ inline constexpr std::string_view schema_sql = R"pgqueue_sql(-- pgqueue: a durab
 -- edit those (sql/README.md says how), not this file. The schema's version is the number of
 -- the last migration applied: 1 = the seed design (no version table), 2 = the first pgqueue
 -- release, 3 = lease tokens that only grow, maintenance inside claims, 4 = claims start at a
--- per-queue floor, so dead index entries left behind a long transaction are not read.
--- This file is version 4.
+-- per-queue floor, so dead index entries left behind a long transaction are not read, 5 = a
+-- job keeps its last 10 failures (pgqueue.jobs.errors), 6 = queues can be paused and resumed.
+-- This file is version 6.
 
 -- READ COMMITTED whatever the session's default: each statement below must see what the
 -- statements before it (and installs before it, once the lock is held) committed; with an older
@@ -65,13 +66,13 @@ BEGIN
       USING ERRCODE = 'insufficient_privilege',
             HINT = 'SET ROLE to the owner first (a superuser may), or connect as the owner.';
   END IF;
-  IF v_from > 4 THEN
-    RAISE EXCEPTION 'pgqueue: the installed schema is version %, newer than this file (version 4)', v_from
+  IF v_from > 6 THEN
+    RAISE EXCEPTION 'pgqueue: the installed schema is version %, newer than this file (version 6)', v_from
       USING ERRCODE = 'object_not_in_prerequisite_state',
             HINT = 'Use the sql/pgqueue.sql shipped with the newer pgqueue; downgrades are refused.';
   END IF;
   PERFORM set_config('pgqueue.migrating_from', v_from::text, true);
-  PERFORM set_config('pgqueue.upgrading', (v_from < 4)::text, true);
+  PERFORM set_config('pgqueue.upgrading', (v_from < 6)::text, true);
 END
 $$;
 
@@ -321,6 +322,44 @@ IF NOT EXISTS (SELECT FROM pg_catalog.pg_class c, pg_catalog.unnest(c.reloptions
     autovacuum_vacuum_insert_scale_factor = 0, autovacuum_vacuum_insert_threshold = 20000,
     autovacuum_vacuum_cost_delay = 0);
 END IF;
+END
+$migration$;
+
+-- ── migration 0005_error_history.sql: runs once, in databases below version 5
+DO $migration$
+BEGIN
+IF current_setting('pgqueue.migrating_from')::int >= 5 THEN
+  RETURN;
+END IF;
+INSERT INTO pgqueue.schema_version (singleton, version) VALUES (true, 5)
+ON CONFLICT (singleton) DO UPDATE SET version = EXCLUDED.version, installed_at = now();
+
+-- A job keeps its last failures, not only the last one, so that "why does this job keep dying"
+-- is answered from its row: pgqueue.jobs.errors, a JSON array of
+-- {"attempt": n, "at": time, "holder": worker id, "error": text}, oldest first, at most 10
+-- entries (the oldest go first). nack and the janitor (an expired lease) append to it; NULL
+-- until the first failure. In no index: a nack rewrites the row anyway, and stays as cheap.
+ALTER TABLE pgqueue.jobs ADD COLUMN IF NOT EXISTS errors jsonb;
+END
+$migration$;
+
+-- ── migration 0006_pause.sql: runs once, in databases below version 6
+DO $migration$
+BEGIN
+IF current_setting('pgqueue.migrating_from')::int >= 6 THEN
+  RETURN;
+END IF;
+INSERT INTO pgqueue.schema_version (singleton, version) VALUES (true, 6)
+ON CONFLICT (singleton) DO UPDATE SET version = EXCLUDED.version, installed_at = now();
+
+-- Paused queues: they keep accepting jobs but hand none out until resumed (pgqueue.pause,
+-- pgqueue.resume). One row per paused queue; most databases have none, and a claim's look is
+-- then one probe of an empty index.
+CREATE TABLE IF NOT EXISTS pgqueue.paused_queues (
+  queue text PRIMARY KEY,
+  paused_at timestamptz NOT NULL DEFAULT now(),
+  paused_by text NOT NULL  -- the session's role, for whoever wonders who paused it
+);
 END
 $migration$;
 
@@ -804,6 +843,44 @@ BEGIN
 END
 $$;
 
+-- ── pause and resume ──────────────────────────────────────────────────────────────────────
+-- A paused queue accepts jobs and hands none out: claim_batch returns nothing and wait_hint
+-- tells idle claimers that nothing is due, so they wait for a notification (or their poll
+-- interval) rather than poll. Jobs already claimed run on and may be acked, nacked or released;
+-- expired leases still come back (as ready jobs, claimed after the resume). resume wakes the
+-- queue's listeners, so idle workers claim at once.
+
+-- Pauses p_queue. True when it was running (false: it was paused already). Changes no job.
+CREATE OR REPLACE FUNCTION pgqueue.pause(p_queue text)
+RETURNS boolean
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+  PERFORM pgqueue.check_queue_name(p_queue);
+  INSERT INTO pgqueue.paused_queues (queue, paused_by) VALUES (p_queue, session_user)
+  ON CONFLICT (queue) DO NOTHING;
+  RETURN FOUND;
+END
+$$;
+
+-- Resumes p_queue and wakes its listeners (at commit). True when it was paused.
+CREATE OR REPLACE FUNCTION pgqueue.resume(p_queue text)
+RETURNS boolean
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+  PERFORM pgqueue.check_queue_name(p_queue);
+  DELETE FROM pgqueue.paused_queues q WHERE q.queue = p_queue;
+  IF NOT FOUND THEN
+    RETURN false;
+  END IF;
+  PERFORM pgqueue.notify_queue(p_queue);
+  RETURN true;
+END
+$$;
+
 -- ── claim ─────────────────────────────────────────────────────────────────────────────────
 
 -- The distinct priorities of a queue's ready jobs, highest first, each with its earliest
@@ -918,6 +995,10 @@ BEGIN
   IF extract(epoch FROM now()) >= coalesce(nullif(current_setting(
        'pgqueue.maintenance_checked_at', true), ''), '0')::float8 + 1 THEN
     PERFORM pgqueue.maintain_if_due();
+  END IF;
+  -- A paused queue hands nothing out (the maintenance above still runs).
+  IF EXISTS (SELECT FROM pgqueue.paused_queues pq WHERE pq.queue = p_queue) THEN
+    RETURN;
   END IF;
   -- Whether the queue's floors are due to move: looked at only once the time this session
   -- noted for it has come (a session setting, as maintenance), since the look read two tables
@@ -1047,6 +1128,11 @@ AS $$
 BEGIN
   IF p_queue IS NULL OR octet_length(p_queue) NOT BETWEEN 1 AND 255 OR p_queue ~ '[[:cntrl:]]' THEN
     PERFORM pgqueue.check_queue_name(p_queue);
+  END IF;
+  -- Paused: nothing is due, nothing falls due; resume wakes the claimer.
+  IF EXISTS (SELECT FROM pgqueue.paused_queues pq WHERE pq.queue = p_queue) THEN
+    RETURN QUERY SELECT false, NULL::timestamptz;
+    RETURN;
   END IF;
   RETURN QUERY
   SELECT coalesce(bool_or(p.first_run_after <= now()), false),
@@ -1269,6 +1355,25 @@ LANGUAGE plpgsql IMMUTABLE
 SET search_path = pg_catalog, pg_temp
 AS $$ BEGIN RETURN left(p_error, 2000); END $$;
 
+-- A job's error history (pgqueue.jobs.errors) with one more failure: attempt p_attempt, held by
+-- p_holder, failed with p_error (already bounded) now. Keeps the last 10 entries.
+CREATE OR REPLACE FUNCTION pgqueue.error_history(
+  p_errors jsonb, p_attempt int, p_holder text, p_error text)
+RETURNS jsonb
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  v_errors jsonb := coalesce(p_errors, '[]'::jsonb) || jsonb_build_array(jsonb_build_object(
+    'attempt', p_attempt, 'at', now(), 'holder', p_holder, 'error', p_error));
+BEGIN
+  WHILE jsonb_array_length(v_errors) > 10 LOOP
+    v_errors := v_errors - 0;
+  END LOOP;
+  RETURN v_errors;
+END
+$$;
+
 -- Gives back a job the caller holds after a failure: requeued after a back-off (or after
 -- p_requeue_after when given), or 'dead' when that was its last attempt. Returns 'requeued',
 -- 'dead' or 'lost' (the caller no longer holds the lease). Listeners are woken when it is
@@ -1308,13 +1413,17 @@ BEGIN
   IF v_job.attempts >= v_job.max_attempts THEN
     UPDATE pgqueue.jobs j
        SET state = 'dead', last_error = pgqueue.bounded_error(p_error), finished_at = now(),
-           updated_at = now(), lease_until = NULL
+           updated_at = now(), lease_until = NULL,
+           errors = pgqueue.error_history(j.errors, j.attempts, j.claimed_by,
+                                          pgqueue.bounded_error(p_error))
      WHERE j.id = p_job_id;
     RETURN 'dead';
   END IF;
   v_delay := coalesce(p_requeue_after, pgqueue.retry_delay(v_job.queue, v_job.attempts));
   UPDATE pgqueue.jobs j
      SET state = 'ready', run_after = now() + v_delay, last_error = pgqueue.bounded_error(p_error),
+         errors = pgqueue.error_history(j.errors, j.attempts, j.claimed_by,
+                                        pgqueue.bounded_error(p_error)),
          claimed_by = NULL, claimed_at = NULL, lease_until = NULL, updated_at = now()
    WHERE j.id = p_job_id;
   PERFORM pgqueue.floor_admit(v_job.queue, v_job.priority, now() + v_delay, p_job_id);
@@ -1428,6 +1537,21 @@ $$;
 -- 'dead' when the expired attempt was the last one, so a job that kills its worker cannot run
 -- without bound. Ready jobs that already used all attempts (left by the seed's janitor) are
 -- ended 'dead' too. Returns how many jobs it changed. Safe to run often and from many places.
+-- What the janitor records when it takes back a job whose lease ran out.
+CREATE OR REPLACE FUNCTION pgqueue.lease_expired_error(
+  p_attempts int, p_max_attempts int, p_holder text, p_lease_until timestamptz)
+RETURNS text
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+  RETURN pgqueue.bounded_error(format(
+    'lease expired on attempt %s of %s (worker %s, lease until %s)%s',
+    p_attempts, p_max_attempts, p_holder, p_lease_until,
+    CASE WHEN p_attempts >= p_max_attempts THEN ': no attempts left' ELSE '' END));
+END
+$$;
+
 CREATE OR REPLACE FUNCTION pgqueue.janitor_reset_stale_claims(
   p_grace interval DEFAULT '0 seconds'::interval
 )
@@ -1458,10 +1582,11 @@ BEGIN
          SET state = CASE WHEN j.attempts >= j.max_attempts THEN 'dead' ELSE 'ready' END,
              finished_at = CASE WHEN j.attempts >= j.max_attempts THEN now() END,
              run_after = now(),
-             last_error = pgqueue.bounded_error(format(
-               'lease expired on attempt %s of %s (worker %s, lease until %s)%s',
-               j.attempts, j.max_attempts, j.claimed_by, j.lease_until,
-               CASE WHEN j.attempts >= j.max_attempts THEN ': no attempts left' ELSE '' END)),
+             last_error = pgqueue.lease_expired_error(j.attempts, j.max_attempts, j.claimed_by,
+                                                      j.lease_until),
+             errors = pgqueue.error_history(j.errors, j.attempts, j.claimed_by,
+                                            pgqueue.lease_expired_error(j.attempts, j.max_attempts,
+                                                                        j.claimed_by, j.lease_until)),
              claimed_by = NULL, claimed_at = NULL, lease_until = NULL, updated_at = now()
        WHERE j.id = ANY (ARRAY(SELECT t.id FROM stale t))
       RETURNING j.queue, j.state, j.priority, j.run_after, j.id

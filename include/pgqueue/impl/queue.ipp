@@ -51,6 +51,16 @@ PGQUEUE_DECL asio::awaitable<std::vector<lease>> queue::claim_batch(int max) {
   co_return co_await wait_and_claim(max);
 }
 
+PGQUEUE_DECL asio::awaitable<bool> queue::pause() {
+  auto r = co_await s_->db.query("SELECT pgqueue.pause($1)", {s_->name});
+  co_return r.get<bool>(0, 0);
+}
+
+PGQUEUE_DECL asio::awaitable<bool> queue::resume() {
+  auto r = co_await s_->db.query("SELECT pgqueue.resume($1)", {s_->name});
+  co_return r.get<bool>(0, 0);
+}
+
 PGQUEUE_DECL asio::awaitable<void> queue::watch() {
   if (!s_->watcher) s_->watcher.emplace(co_await s_->db.subscribe(co_await channel()));
 }

@@ -1,0 +1,37 @@
+-- ── pause and resume ──────────────────────────────────────────────────────────────────────
+-- A paused queue accepts jobs and hands none out: claim_batch returns nothing and wait_hint
+-- tells idle claimers that nothing is due, so they wait for a notification (or their poll
+-- interval) rather than poll. Jobs already claimed run on and may be acked, nacked or released;
+-- expired leases still come back (as ready jobs, claimed after the resume). resume wakes the
+-- queue's listeners, so idle workers claim at once.
+
+-- Pauses p_queue. True when it was running (false: it was paused already). Changes no job.
+CREATE OR REPLACE FUNCTION pgqueue.pause(p_queue text)
+RETURNS boolean
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+  PERFORM pgqueue.check_queue_name(p_queue);
+  INSERT INTO pgqueue.paused_queues (queue, paused_by) VALUES (p_queue, session_user)
+  ON CONFLICT (queue) DO NOTHING;
+  RETURN FOUND;
+END
+$$;
+
+-- Resumes p_queue and wakes its listeners (at commit). True when it was paused.
+CREATE OR REPLACE FUNCTION pgqueue.resume(p_queue text)
+RETURNS boolean
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+  PERFORM pgqueue.check_queue_name(p_queue);
+  DELETE FROM pgqueue.paused_queues q WHERE q.queue = p_queue;
+  IF NOT FOUND THEN
+    RETURN false;
+  END IF;
+  PERFORM pgqueue.notify_queue(p_queue);
+  RETURN true;
+END
+$$;
