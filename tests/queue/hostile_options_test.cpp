@@ -134,31 +134,6 @@ TEST_CASE("queue options outside their ranges are refused when the queue is made
       });
 }
 
-TEST_CASE("claim sizes outside 1..10000 are refused before anything is sent", "[hostile]") {
-  // The database handle is empty: a claim that got as far as sending would fail with `closed`.
-  auto claim = [](std::string what, std::function<asio::awaitable<void>(pgqueue::queue&)> call) {
-    return refused_option{std::move(what), "1 to 10000", [call]() -> asio::awaitable<void> {
-                            pgqueue::queue q(pgqueue::database{}, "q");
-                            co_await call(q);
-                          }};
-  };
-  check_refused(
-      pgqueue::errc::invalid_argument,
-      {
-          claim("try_claim_batch(0)",
-                [](pgqueue::queue& q) -> asio::awaitable<void> { co_await q.try_claim_batch(0); }),
-          claim("try_claim_batch(10001)",
-                [](pgqueue::queue& q) -> asio::awaitable<void> {
-                  co_await q.try_claim_batch(10001);
-                }),
-          claim("claim_batch(-1)",
-                [](pgqueue::queue& q) -> asio::awaitable<void> { co_await q.claim_batch(-1); }),
-          claim(
-              "claim_batch(INT_MAX)",
-              [](pgqueue::queue& q) -> asio::awaitable<void> { co_await q.claim_batch(INT_MAX); }),
-      });
-}
-
 TEST_CASE("worker options outside their ranges are refused when the worker is made", "[hostile]") {
   const auto longest = worker_options::max_interval;
   check_refused(
