@@ -17,7 +17,15 @@ enum exit_code : int {
   answer_no = 1,  ///< the command ran, and its answer is "no" (an upgrade is pending, no such job)
   usage = 2,      ///< bad arguments: nothing was done
   failed = 3,     ///< the server or the connection failed (the message says which)
+  interrupted = 4,  ///< a signal stopped it (what was done before is kept; the message says)
 };
+
+/// Whether the server refused the command's input, not failed: a data exception (class 22:
+/// invalid JSON, a bad queue name, a bad time or interval) or a name that does not exist
+/// (42704: no such role). Exit code `usage`, not `failed`.
+inline bool refused_input(const pgqueue::error& e) {
+  return e.sqlstate().starts_with("22") || e.sqlstate() == "42704";
+}
 
 /// A refusal of the command's arguments found after parsing (exit code `usage`).
 struct usage_error : std::runtime_error {

@@ -1,20 +1,41 @@
 // pgqueue: the command-line tool. Parses the command line (CLI11), resolves where to connect,
 // runs one subcommand (commands/), and turns failures into a message and an exit code.
+#include <charconv>
 #include <cstdlib>
 #include <iostream>
+#include <limits>
 
 #include <CLI/CLI.hpp>
 
 #include "commands.hpp"
+#include "output.hpp"
 
 namespace {
 
 using namespace pgqueue_cli;
 
 constexpr const char* exit_codes_text =
-    "Exit codes: 0 done; 1 the answer is no (an upgrade is pending, no such job, nothing to "
-    "retry or cancel); 2 bad arguments or input (nothing done); 3 the server or the connection "
-    "failed (the message has the SQLSTATE).";
+    "Exit codes: 0 done; 1 the answer is no (an upgrade is pending, no such job, not every job "
+    "named could be retried or cancelled); 2 bad arguments or input, also when the server refuses "
+    "it (nothing done; from stdin, everything before the line named); 3 the server or the "
+    "connection failed (a server's error with its SQLSTATE); 4 interrupted by a signal (the "
+    "message says how far it got).";
+
+// A job id as given on the command line: a positive 64-bit integer, else a usage error.
+std::int64_t job_id_of(const std::string& text) {
+  std::int64_t id = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), id);
+  if (ec != std::errc{} || end != text.data() + text.size() || id < 1) {
+    throw usage_error("not a job id: '" + printable(text) + "' (a positive 64-bit integer)");
+  }
+  return id;
+}
+
+std::vector<std::int64_t> job_ids_of(const std::vector<std::string>& texts) {
+  std::vector<std::int64_t> ids;
+  for (const auto& t : texts) ids.push_back(job_id_of(t));
+  return ids;
+}
 
 }  // namespace
 
@@ -50,7 +71,7 @@ int main(int argc, char** argv) {
   enqueue_cmd->add_option("--delay", enq.delay,
                           "not before this long from now (a PostgreSQL interval, e.g. '5 min')");
   enqueue_cmd->add_option("--max-attempts", enq.max_attempts, "runs at most this often (default 5)")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(1, std::numeric_limits<int>::max()));
   enqueue_cmd->add_option("--batch-size", enq.batch_size, "jobs per round trip from stdin (1000)")
       ->check(CLI::Range(1, 10000));
   enqueue_cmd->callback([&] { action = [&] { return enqueue(ctx, enq); }; });
@@ -70,24 +91,25 @@ int main(int argc, char** argv) {
   jobs_cmd->callback(
       [&] { action = [&] { return jobs(ctx, jobs_queue, jobs_state, jobs_limit); }; });
 
-  std::int64_t job_id = 0;
-  auto* job_cmd =
-      app.add_subcommand("job", "one job: payload, attempts, holder, lease, last error");
+  std::string job_id;
+  auto* job_cmd = app.add_subcommand(
+      "job", "one job: payload, attempts, holder, lease, and its last 10 failures");
   job_cmd->add_option("id", job_id, "the job's id")->required();
-  job_cmd->callback([&] { action = [&] { return job(ctx, job_id); }; });
+  job_cmd->callback([&] { action = [&] { return job(ctx, job_id_of(job_id)); }; });
 
   std::string retry_queue;
-  std::vector<std::int64_t> retry_ids;
+  std::vector<std::string> retry_ids;
   auto* retry_cmd = app.add_subcommand(
       "retry", "make dead jobs of a queue ready again (all of them, or the ids given)");
   retry_cmd->add_option("queue", retry_queue, "queue name")->required();
   retry_cmd->add_option("ids", retry_ids, "only these dead jobs");
-  retry_cmd->callback([&] { action = [&] { return retry(ctx, retry_queue, retry_ids); }; });
+  retry_cmd->callback(
+      [&] { action = [&] { return retry(ctx, retry_queue, job_ids_of(retry_ids)); }; });
 
-  std::vector<std::int64_t> cancel_ids;
+  std::vector<std::string> cancel_ids;
   auto* cancel_cmd = app.add_subcommand("cancel", "cancel ready jobs (claimed ones run on)");
   cancel_cmd->add_option("ids", cancel_ids, "job ids")->required();
-  cancel_cmd->callback([&] { action = [&] { return cancel(ctx, cancel_ids); }; });
+  cancel_cmd->callback([&] { action = [&] { return cancel(ctx, job_ids_of(cancel_ids)); }; });
 
   std::string retain_done = "7 days", retain_dead = "30 days";
   auto* gc_cmd = app.add_subcommand("gc", "delete done and dead jobs older than their retention");
@@ -127,18 +149,23 @@ int main(int argc, char** argv) {
   try {
     return action();
   } catch (const usage_error& e) {
-    std::cerr << "pgqueue: " << e.what() << "\n";
+    std::cerr << "pgqueue: " << printable(e.what()) << "\n";
     return exit_code::usage;
   } catch (const pgqueue::error& e) {
-    std::cerr << "pgqueue: " << e.what();
+    std::cerr << "pgqueue: " << printable(e.what());
     if (!e.sqlstate().empty()) std::cerr << " (SQLSTATE " << e.sqlstate() << ")";
     std::cerr << "\n";
+    // No schema, or an older one without what the command uses.
+    if (e.sqlstate() == "42P01" || e.sqlstate() == "3F000" || e.sqlstate() == "42883") {
+      std::cerr << "pgqueue: is the pgqueue schema installed and up to date? "
+                   "'pgqueue migrate --check' tells\n";
+    }
     return e.code() == pgqueue::errc::invalid_argument ||
-                   e.code() == pgqueue::pg::errc::invalid_argument
+                   e.code() == pgqueue::pg::errc::invalid_argument || refused_input(e)
                ? exit_code::usage
                : exit_code::failed;
   } catch (const std::exception& e) {
-    std::cerr << "pgqueue: " << e.what() << "\n";
+    std::cerr << "pgqueue: " << printable(e.what()) << "\n";
     return exit_code::failed;
   }
 }

@@ -23,6 +23,28 @@ bool listed(const std::string& list, std::string_view name) {
 
 }  // namespace
 
+std::string printable(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (unsigned char c : text) {
+    if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (c < 0x20 || c == 0x7f) {
+      static const char* hex = "0123456789abcdef";
+      out += "\\x";
+      out += hex[c >> 4];
+      out += hex[c & 15];
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out;
+}
+
 void print(std::ostream& out, const pgqueue::pg::result& r, bool json, const std::string& as_json,
            const std::string& boolean) {
   if (json) {
@@ -51,7 +73,7 @@ void print(std::ostream& out, const pgqueue::pg::result& r, bool json, const std
   for (int c = 0; c < r.columns(); ++c) width[c] = r.column_name(c).size();
   for (int i = 0; i < r.rows(); ++i) {
     for (int c = 0; c < r.columns(); ++c) {
-      cells[i].push_back(r.is_null(i, c) ? "-" : r.get<std::string>(i, c));
+      cells[i].push_back(r.is_null(i, c) ? "-" : printable(r.get<std::string>(i, c)));
       width[c] = std::max(width[c], cells[i].back().size());
     }
   }
@@ -63,7 +85,7 @@ void print(std::ostream& out, const pgqueue::pg::result& r, bool json, const std
     }
     out << "\n";
   };
-  line([&](int c) { return std::string(r.column_name(c)); });
+  line([&](int c) { return printable(r.column_name(c)); });
   for (int i = 0; i < r.rows(); ++i) line([&](int c) { return cells[i][c]; });
 }
 

@@ -10,6 +10,11 @@
 
 namespace pgqueue_cli {
 
+/// `text` safe for a terminal: control characters (ESC, CR, newlines, ...) written as escapes
+/// (`\n`, `\x1b`), so a job's error or a worker's id cannot move the cursor, clear the
+/// screen or fake a line. --json output needs none of this (JSON escapes them).
+std::string printable(std::string_view text);
+
 /// Writes `r` as a table (column names, then rows; NULL as "-") or, when `json`, as a JSON
 /// array of objects keyed by column name: text as strings, columns named (comma-separated)
 /// in `as_json` as the JSON their text is (numbers, json and jsonb columns), those in

@@ -1,9 +1,11 @@
 // pgqueue retry, cancel, gc, pause, resume: what an operator changes by hand.
+#include <algorithm>
 #include <iostream>
 
 #include <nlohmann/json.hpp>
 
 #include "../commands.hpp"
+#include "../output.hpp"
 
 namespace pgqueue_cli {
 
@@ -22,14 +24,19 @@ int retry(const context& ctx, const std::string& queue, const std::vector<std::i
     } else {
       std::cout << "retried " << n << " dead job" << (n == 1 ? "" : "s") << " of " << queue << "\n";
     }
-    co_return n > 0 || ids.empty() ? exit_code::ok : exit_code::answer_no;
+    // 1: nothing to retry; with ids, fewer retried than named (they were not dead).
+    co_return n == 0 || (!ids.empty() && n < static_cast<int>(ids.size())) ? exit_code::answer_no
+                                                                           : exit_code::ok;
   });
 }
 
 int cancel(const context& ctx, const std::vector<std::int64_t>& ids) {
   return ctx.run([&](pgqueue::database& db) -> asio::awaitable<int> {
     auto cancelled = nlohmann::json::array(), not_cancelled = nlohmann::json::array();
+    std::vector<std::int64_t> seen;
     for (auto id : ids) {
+      if (std::find(seen.begin(), seen.end(), id) != seen.end()) continue;  // named twice
+      seen.push_back(id);
       pgqueue::pg::params p{id};
       auto r = co_await db.query("SELECT pgqueue.cancel($1)", std::move(p));
       (r.get<bool>(0, 0) ? cancelled : not_cancelled).push_back(id);
@@ -54,9 +61,10 @@ int gc(const context& ctx, const std::string& retain_done, const std::string& re
         co_await db.query("SELECT * FROM pgqueue.gc($1::interval, $2::interval)", std::move(p));
     const auto done = r.get<std::int64_t>(0, 0), dead = r.get<std::int64_t>(0, 1);
     if (ctx.json) {
+      // done_deleted: done and cancelled jobs (as pgqueue.gc counts them)
       std::cout << nlohmann::json{{"done_deleted", done}, {"dead_deleted", dead}}.dump() << "\n";
     } else {
-      std::cout << "deleted " << done << " done and " << dead << " dead jobs\n";
+      std::cout << "deleted " << done << " done or cancelled and " << dead << " dead jobs\n";
     }
     co_return exit_code::ok;
   });
@@ -65,12 +73,17 @@ int gc(const context& ctx, const std::string& retain_done, const std::string& re
 int pause(const context& ctx, const std::string& queue, bool paused) {
   return ctx.run([&](pgqueue::database& db) -> asio::awaitable<int> {
     pgqueue::queue q{db, queue};
-    const bool changed = paused ? co_await q.pause() : co_await q.resume();
+    bool changed = false;
+    if (paused) {
+      changed = co_await q.pause();
+    } else {
+      changed = co_await q.resume();
+    }
     if (ctx.json) {
       std::cout << nlohmann::json{{"queue", queue}, {"paused", paused}, {"changed", changed}}.dump()
                 << "\n";
     } else {
-      std::cout << queue
+      std::cout << printable(queue)
                 << (paused ? (changed ? " paused" : " was paused already")
                            : (changed ? " resumed" : " was not paused"))
                 << "\n";

@@ -1,15 +1,19 @@
 // pgqueue enqueue QUEUE [JSON]: one job, or one per line of stdin, sent in batches.
+#include <signal.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "../commands.hpp"
+#include "../output.hpp"
 
 namespace pgqueue_cli {
 
@@ -47,64 +51,150 @@ struct progress {
   }
 };
 
-asio::awaitable<int> enqueue_stdin(const context& ctx, pgqueue::queue& q,
-                                   const pgqueue::enqueue_options& opts, int batch_size) {
-  progress bar;
-  long enqueued = 0, line_no = 0;
-  std::int64_t first_id = 0, last_id = 0;
-  std::vector<std::string> batch;
-  long batch_first_line = 1;
-  auto send = [&]() -> asio::awaitable<void> {
-    if (batch.empty()) co_return;
-    std::vector<std::string> payloads;
-    payloads.swap(batch);
-    const auto n = static_cast<long>(payloads.size());
-    std::vector<std::int64_t> ids;
-    try {
-      ids = co_await q.enqueue_batch(std::move(payloads), opts);
-    } catch (const pgqueue::error&) {
-      bar.update(enqueued, true);
-      std::cerr << "pgqueue enqueue: lines " << batch_first_line << "-" << batch_first_line + n - 1
-                << " failed, none of them enqueued; lines 1-" << batch_first_line - 1
-                << " were enqueued (" << enqueued << " jobs), nothing after\n";
-      throw;
-    }
-    if (first_id == 0 && !ids.empty()) first_id = ids.front();
-    if (!ids.empty()) last_id = ids.back();
-    enqueued += n;
-    bar.update(enqueued);
-  };
-  std::string line;
-  while (std::getline(std::cin, line)) {
-    ++line_no;
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    if (!nlohmann::json::accept(line)) {
-      co_await send();  // everything before this line goes in; nothing after
-      bar.update(enqueued, true);
-      std::cerr << "pgqueue enqueue: line " << line_no << " is not JSON; stopped there. Lines 1-"
-                << line_no - 1 << " were enqueued (" << enqueued << " jobs), nothing after\n";
-      co_return exit_code::usage;
-    }
-    if (batch.empty()) batch_first_line = line_no;
-    batch.push_back(std::move(line));
-    if (static_cast<int>(batch.size()) >= batch_size) co_await send();
-  }
-  co_await send();
-  bar.update(enqueued, true);
-  if (ctx.json) {
-    nlohmann::json out{{"enqueued", enqueued}};
-    if (enqueued > 0) {
-      out["first_id"] = first_id;
-      out["last_id"] = last_id;
-    }
-    std::cout << out.dump() << "\n";
-  } else if (enqueued > 0) {
-    std::cout << "enqueued " << enqueued << " jobs, ids " << first_id << "-" << last_id << "\n";
-  } else {
-    std::cout << "enqueued 0 jobs (stdin had no lines)\n";
-  }
-  co_return exit_code::ok;
+// Set by SIGINT/SIGTERM while stdin is read: reading stops (the signal interrupts the blocked
+// read), what was read is sent, and the tool says how far it got.
+volatile std::sig_atomic_t interrupted = 0;
+
+extern "C" void note_signal(int) {
+  interrupted = 1;
 }
+
+// Installs note_signal for SIGINT and SIGTERM without SA_RESTART, for its lifetime.
+struct signal_guard {
+  struct sigaction old_int {
+  }, old_term{};
+  signal_guard() {
+    struct sigaction sa {};
+    sa.sa_handler = note_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old_int);
+    sigaction(SIGTERM, &sa, &old_term);
+  }
+  ~signal_guard() {
+    sigaction(SIGINT, &old_int, nullptr);
+    sigaction(SIGTERM, &old_term, nullptr);
+  }
+};
+
+struct stdin_enqueue {
+  stdin_enqueue(const context& c, pgqueue::queue& queue, const pgqueue::enqueue_options& o)
+      : ctx(c), q(queue), opts(o) {}
+
+  const context& ctx;
+  pgqueue::queue& q;
+  const pgqueue::enqueue_options& opts;
+  progress bar{};
+  long enqueued = 0, last_line = 0;  // jobs in, and the last line they reach
+  std::int64_t first_id = 0, last_id = 0;
+  std::vector<std::pair<long, std::string>> batch;  // (line number, payload)
+  long bad_line = 0;                                // the line the server refused
+  std::string bad_reason;
+
+  void took(const std::vector<std::int64_t>& ids, long through_line) {
+    if (ids.empty()) return;
+    if (first_id == 0) first_id = ids.front();
+    last_id = ids.back();
+    enqueued += static_cast<long>(ids.size());
+    last_line = through_line;
+    bar.update(enqueued);
+  }
+
+  // Sends the batch. When the server refuses it for its input (a line it cannot store), sends
+  // its lines one at a time up to the refused one, so that everything before it is in and the
+  // message can name it (bad_line). Other failures propagate.
+  asio::awaitable<void> send() {
+    if (batch.empty()) co_return;
+    std::vector<std::pair<long, std::string>> lines;
+    lines.swap(batch);
+    std::vector<std::string> payloads;
+    for (const auto& l : lines) payloads.push_back(l.second);
+    bool refused = false;
+    try {
+      auto ids = co_await q.enqueue_batch(std::move(payloads), opts);
+      took(ids, lines.back().first);
+    } catch (const pgqueue::error& e) {
+      if (!refused_input(e)) throw;
+      refused = true;
+    }
+    if (!refused) co_return;
+    for (const auto& [line_no, payload] : lines) {
+      std::optional<std::int64_t> id;
+      try {
+        id = co_await q.enqueue(payload, opts);
+      } catch (const pgqueue::error& e) {
+        if (!refused_input(e)) throw;
+        bad_line = line_no;
+        bad_reason = e.what();
+        if (!e.sqlstate().empty()) bad_reason += " (SQLSTATE " + e.sqlstate() + ")";
+      }
+      if (!id) co_return;
+      took({*id}, line_no);
+    }
+  }
+
+  std::string how_far() const {
+    if (enqueued == 0) return "nothing was enqueued";
+    return "lines 1-" + std::to_string(last_line) + " were enqueued (" + std::to_string(enqueued) +
+           (enqueued == 1 ? " job" : " jobs") + ", ids " + std::to_string(first_id) + "-" +
+           std::to_string(last_id) + ")";
+  }
+
+  // The outcome: a line of text on stderr (or a JSON object on stdout) and the exit code.
+  int report(int code, const std::string& problem) {
+    bar.update(enqueued, true);
+    if (ctx.json) {
+      nlohmann::json out{{"enqueued", enqueued}};
+      if (enqueued > 0) {
+        out["first_id"] = first_id;
+        out["last_id"] = last_id;
+        out["through_line"] = last_line;
+      }
+      if (!problem.empty()) out["error"] = problem;
+      std::cout << out.dump() << "\n";
+    } else if (problem.empty()) {
+      std::cout << (enqueued > 0 ? "enqueued " + std::to_string(enqueued) +
+                                       (enqueued == 1 ? " job" : " jobs") + ", ids " +
+                                       std::to_string(first_id) + "-" + std::to_string(last_id)
+                                 : std::string("enqueued 0 jobs (stdin had no lines)"))
+                << "\n";
+    }
+    if (!problem.empty()) std::cerr << "pgqueue enqueue: " << printable(problem) << "\n";
+    return code;
+  }
+
+  asio::awaitable<int> run(int batch_size) {
+    signal_guard guard;
+    std::string line;
+    long line_no = 0;
+    while (!interrupted && std::getline(std::cin, line)) {
+      ++line_no;
+      if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+      if (!nlohmann::json::accept(line)) {
+        co_await send();  // everything before this line goes in; nothing after
+        if (bad_line == 0) {
+          co_return report(exit_code::usage, "line " + std::to_string(line_no) +
+                                                 " is not JSON; stopped there: " + how_far() +
+                                                 ", nothing after");
+        }
+        break;
+      }
+      batch.emplace_back(line_no, std::move(line));
+      if (static_cast<int>(batch.size()) >= batch_size) co_await send();
+      if (bad_line) break;
+    }
+    if (!bad_line) co_await send();
+    if (bad_line) {
+      co_return report(exit_code::usage, "line " + std::to_string(bad_line) +
+                                             " was refused: " + bad_reason +
+                                             "; stopped there: " + how_far() + ", nothing after");
+    }
+    if (interrupted) {
+      co_return report(exit_code::interrupted, "interrupted by a signal: " + how_far() +
+                                                   "; the rest of stdin was not read");
+    }
+    co_return report(exit_code::ok, "");
+  }
+};
 
 }  // namespace
 
@@ -119,7 +209,10 @@ int enqueue(const context& ctx, const enqueue_args& args) {
     opts.priority = args.priority;
     opts.max_attempts = args.max_attempts;
     opts.run_after = co_await resolve_run_after(db, args);
-    if (!args.payload) co_return co_await enqueue_stdin(ctx, q, opts, args.batch_size);
+    if (!args.payload) {
+      stdin_enqueue reader(ctx, q, opts);
+      co_return co_await reader.run(args.batch_size);
+    }
     if (args.key) opts.idempotency_key = *args.key;
     const auto id = co_await q.enqueue(*args.payload, opts);
     if (ctx.json) {

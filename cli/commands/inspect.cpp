@@ -1,6 +1,7 @@
 // pgqueue queues, jobs QUEUE --state S, job ID: what is in the queues, read-only.
 #include <iostream>
 #include <set>
+#include <sstream>
 
 #include <nlohmann/json.hpp>
 
@@ -85,8 +86,10 @@ int job(const context& ctx, std::int64_t id) {
       }
       co_return exit_code::answer_no;
     }
-    if (ctx.json) {
-      print(std::cout, r, true, "id,priority,attempts,max_attempts,errors");
+    if (ctx.json) {  // one object (not an array of one): the payload and errors as JSON
+      std::ostringstream rows;
+      print(rows, r, true, "id,priority,attempts,max_attempts,payload,errors");
+      std::cout << nlohmann::json::parse(rows.str()).at(0).dump(2) << "\n";
       co_return exit_code::ok;
     }
     const int errors = r.column("errors");
@@ -94,16 +97,18 @@ int job(const context& ctx, std::int64_t id) {
       if (c == errors) continue;
       std::string name(r.column_name(c));
       std::cout << name << ":" << std::string(17 - name.size(), ' ')
-                << (r.is_null(0, c) ? "-" : r.get<std::string>(0, c)) << "\n";
+                << (r.is_null(0, c) ? "-" : printable(r.get<std::string>(0, c))) << "\n";
     }
     // The failure history, oldest first: why the job keeps failing.
     if (!r.is_null(0, errors)) {
       std::cout << "errors:\n";
       for (const auto& e : nlohmann::json::parse(r.get<std::string>(0, errors))) {
         std::cout << "  attempt " << e.value("attempt", 0) << " at "
-                  << e.value("at", std::string("?")) << " by "
-                  << (e["holder"].is_string() ? e["holder"].get<std::string>() : "-") << ": "
-                  << (e["error"].is_string() ? e["error"].get<std::string>() : "-") << "\n";
+                  << printable(e.value("at", std::string("?"))) << " by "
+                  << (e["holder"].is_string() ? printable(e["holder"].get<std::string>()) : "-")
+                  << ": "
+                  << (e["error"].is_string() ? printable(e["error"].get<std::string>()) : "-")
+                  << "\n";
       }
     }
     co_return exit_code::ok;

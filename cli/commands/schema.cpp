@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../commands.hpp"
+#include "../output.hpp"
 
 namespace pgqueue_cli {
 
@@ -54,14 +55,16 @@ int migrate(const context& ctx, bool check_only) {
 
 int grant(const context& ctx, const std::string& role, bool worker) {
   return ctx.run([&](pgqueue::database& db) -> asio::awaitable<int> {
-    co_await db.query(worker ? "SELECT pgqueue.grant_worker($1::regrole)"
-                             : "SELECT pgqueue.grant_producer($1::regrole)",
+    // The role's name as given (quote_ident: 'App' is the role App, not app).
+    co_await db.query(worker ? "SELECT pgqueue.grant_worker(quote_ident($1)::regrole)"
+                             : "SELECT pgqueue.grant_producer(quote_ident($1)::regrole)",
                       {role});
     if (ctx.json) {
       nlohmann::json out{{"role", role}, {"granted", worker ? "worker" : "producer"}};
       std::cout << out.dump() << "\n";
     } else {
-      std::cout << "granted " << (worker ? "worker" : "producer") << " access to " << role << "\n";
+      std::cout << "granted " << (worker ? "worker" : "producer") << " access to "
+                << printable(role) << "\n";
     }
     co_return exit_code::ok;
   });

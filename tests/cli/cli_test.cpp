@@ -1,5 +1,6 @@
 // The pgqueue command against a real server: each subcommand's output (text and --json), its
 // exit code, and what it changed, read back from the jobs table.
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -83,23 +84,47 @@ TEST_CASE(
   auto r = tool(db, {"enqueue", "bulk", "--batch-size", "2"}, "{}\n{}\n{}\n{oops\n{}\n");
   CHECK(r.exit_code == 2);
   CHECK(r.err.find("line 4 is not JSON") != std::string::npos);
-  CHECK(r.err.find("Lines 1-3 were enqueued (3 jobs)") != std::string::npos);
+  CHECK(r.err.find("stopped there: lines 1-3 were enqueued (3 jobs, ids ") != std::string::npos);
   CHECK(admin.integer("SELECT count(*) FROM pgqueue.jobs WHERE queue = 'bulk'") == 3);
+}
+
+TEST_CASE(
+    "enqueue from stdin names a line the server refuses: everything before it is in, "
+    "nothing after",
+    "[cli]") {
+  scratch_database db(true);
+  session admin(db.dsn());
+  std::string lines;
+  for (int i = 1; i <= 7; ++i) lines += "{\"n\": " + std::to_string(i) + "}\n";
+  lines += "{\"a\": \"\\u0000\"}\n{\"n\": 9}\n";  // jsonb cannot hold \u0000: 22P05
+  auto r = tool(db, {"--json", "enqueue", "bulk", "--batch-size", "5"}, lines);
+  CHECK(r.exit_code == 2);
+  CHECK(r.err.find("line 8 was refused") != std::string::npos);
+  CHECK(r.err.find("22P05") != std::string::npos);
+  auto j = nlohmann::json::parse(r.out);
+  CHECK(j["enqueued"] == 7);
+  CHECK(j["through_line"] == 7);
+  CHECK(admin.integer("SELECT count(*) FROM pgqueue.jobs WHERE queue = 'bulk'") == 7);
+  CHECK(admin.integer("SELECT max((payload->>'n')::int) FROM pgqueue.jobs") == 7);
 }
 
 TEST_CASE("errors: a bad queue name, a bad delay, bad arguments; each with its exit code",
           "[cli]") {
   scratch_database db(true);
   session admin(db.dsn());
+  // Input the server refuses is bad input (2), with its SQLSTATE.
   auto bad_name = tool(db, {"enqueue", "", "{}"});
-  CHECK(bad_name.exit_code == 3);
+  CHECK(bad_name.exit_code == 2);
   CHECK(bad_name.err.find("22023") != std::string::npos);
   auto bad_delay = tool(db, {"enqueue", "q", "{}", "--delay", "soon"});
-  CHECK(bad_delay.exit_code == 3);
+  CHECK(bad_delay.exit_code == 2);
   CHECK(bad_delay.err.find("22007") != std::string::npos);
   auto bad_json = tool(db, {"enqueue", "q", "{nope"});
-  CHECK(bad_json.exit_code == 3);
+  CHECK(bad_json.exit_code == 2);
   CHECK(bad_json.err.find("22P02") != std::string::npos);
+  auto huge_id = tool(db, {"job", "99999999999999999999"});
+  CHECK(huge_id.exit_code == 2);
+  CHECK(huge_id.err.find("not a job id") != std::string::npos);
   auto usage = tool(db, {"enqueue"});
   CHECK(usage.exit_code == 2);
   auto unknown = tool(db, {"frobnicate"});
@@ -158,12 +183,31 @@ TEST_CASE("queues shows each queue's states; jobs and job show dead jobs with th
   CHECK(one.out.find("errors:\n  attempt 1 at ") != std::string::npos);
   CHECK(one.out.find(" by w1: smtp said no\n") != std::string::npos);
   auto one_json = nlohmann::json::parse(tool(db, {"--json", "job", std::to_string(failing)}).out);
-  REQUIRE(one_json.size() == 1);
-  CHECK(one_json[0]["errors"].size() == 1);
-  CHECK(one_json[0]["errors"][0]["error"] == "smtp said no");
-  CHECK(one_json[0]["errors"][0]["attempt"] == 1);
+  CHECK(one_json["id"] == failing);
+  CHECK(one_json["payload"] == nlohmann::json::object());
+  CHECK(one_json["errors"].size() == 1);
+  CHECK(one_json["errors"][0]["error"] == "smtp said no");
+  CHECK(one_json["errors"][0]["attempt"] == 1);
   auto none = tool(db, {"job", "999999"});
   CHECK(none.exit_code == 1);
+}
+
+TEST_CASE("text output escapes control characters a worker or an error may carry", "[cli]") {
+  scratch_database db(true);
+  session admin(db.dsn());
+  const auto id = enqueue(admin, "q");
+  auto c = claim(admin, "q", "w\x1b[31m");
+  REQUIRE(c.size() == 1);
+  admin.scalar("SELECT pgqueue.nack($1, $2, $3, NULL, $4)",
+               {std::to_string(id), "w\x1b[31m", "line one\nfake: line\x1b[2J",
+                std::to_string(c[0].lease_token)});
+  auto one = tool(db, {"job", std::to_string(id)});
+  CHECK(one.out.find('\x1b') == std::string::npos);
+  CHECK(one.out.find("last_error:       line one\\nfake: line\\x1b[2J\n") != std::string::npos);
+  CHECK(one.out.find(" by w\\x1b[31m: line one\\n") != std::string::npos);
+  auto list = tool(db, {"jobs", "q", "--state", "ready"});
+  CHECK(list.out.find('\x1b') == std::string::npos);
+  CHECK(std::count(list.out.begin(), list.out.end(), '\n') == 2);  // header and one row
 }
 
 TEST_CASE("retry makes dead jobs ready, cancel cancels ready ones, gc deletes old ones", "[cli]") {
@@ -191,7 +235,7 @@ TEST_CASE("retry makes dead jobs ready, cancel cancels ready ones, gc deletes ol
 
   auto gc = tool(db, {"gc", "--retain-dead", "1 day"});
   CHECK(gc.exit_code == 0);
-  CHECK(gc.out == "deleted 0 done and 1 dead jobs\n");
+  CHECK(gc.out == "deleted 0 done or cancelled and 1 dead jobs\n");
   CHECK(admin.integer("SELECT count(*) FROM pgqueue.jobs WHERE id = $1", {std::to_string(b)}) == 0);
 }
 
@@ -230,7 +274,7 @@ TEST_CASE("grant-producer lets a role enqueue and nothing more", "[cli]") {
   CHECK(admin.integer("SELECT has_function_privilege('cli_producer', "
                       "'pgqueue.claim_batch(text, text, int, interval)', 'EXECUTE')::int") == 0);
   auto missing = tool(db, {"grant-worker", "no_such_role"});
-  CHECK(missing.exit_code == 3);
+  CHECK(missing.exit_code == 2);
   CHECK(missing.err.find("42704") != std::string::npos);
   admin.script("DROP OWNED BY cli_producer; DROP ROLE cli_producer");
 }
