@@ -1,12 +1,18 @@
 // The pgqueue command against a real server: each subcommand's output (text and --json), its
 // exit code, and what it changed, read back from the jobs table.
+#include <sys/wait.h>
+
 #include <algorithm>
+#include <chrono>
+#include <csignal>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "support/command.hpp"
+#include "support/process.hpp"
 #include "support/server.hpp"
 #include "support/session.hpp"
 #include "support/sql_api.hpp"
@@ -106,6 +112,30 @@ TEST_CASE(
   CHECK(j["through_line"] == 7);
   CHECK(admin.integer("SELECT count(*) FROM pgqueue.jobs WHERE queue = 'bulk'") == 7);
   CHECK(admin.integer("SELECT max((payload->>'n')::int) FROM pgqueue.jobs") == 7);
+}
+
+TEST_CASE("a signal while reading stdin enqueues what was read, says so and exits 4", "[cli]") {
+  scratch_database db(true);
+  session admin(db.dsn());
+  // Three lines, then stdin stays open (a sleep that outlives the test by at most 20 s, its
+  // stderr closed so that nothing waits for it): the tool waits for more with one line in its
+  // batch.
+  const std::string script =
+      std::string("exec ") + PGQUEUE_TOOL + " --dsn '" + db.dsn() +
+      "' enqueue q --batch-size 2 < <(printf '{}\\n{}\\n{}\\n'; exec sleep 20 2>/dev/null)";
+  child_process tool_process("/bin/bash", {"-c", script});
+  for (int i = 0; i < 500 && count_jobs(admin, "ready", "q") < 2; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  REQUIRE(count_jobs(admin, "ready", "q") == 2);  // the first batch
+  // The third line is in the pipe already: give the tool a moment to take it and block.
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  tool_process.signal(SIGTERM);
+  const auto status = tool_process.wait(std::chrono::seconds(10));
+  REQUIRE(status);
+  REQUIRE(WIFEXITED(*status));
+  CHECK(WEXITSTATUS(*status) == 4);
+  CHECK(count_jobs(admin, "ready", "q") == 3);
 }
 
 TEST_CASE("errors: a bad queue name, a bad delay, bad arguments; each with its exit code",
