@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tools/build_schema.sh on a copy of the schema's sources: refuses migration files it would
 # otherwise skip or misorder, records a step's version even when the step ends early, and
-# rejects an unknown option. Usage: build_schema_test.sh SOURCE_ROOT
+# rejects an unknown option. Works from whichever migration is the last one.
+# Usage: build_schema_test.sh SOURCE_ROOT
 set -euo pipefail
 root=$1
 work=$(mktemp -d)
@@ -26,21 +27,27 @@ expect_failure() {
   fi
 }
 
+# The numbers around the last migration there is: the next one, and the one after it.
+last=$(find "$root/sql/migrations" -name '[0-9][0-9][0-9][0-9]_*.sql' -printf '%f\n' | sort | tail -n 1)
+last=$((10#${last:0:4}))
+next=$(printf '%04d' $((last + 1)))
+after_next=$(printf '%04d' $((last + 2)))
+
 fresh_copy
-echo 'SELECT 1;' > "$work/repo/sql/migrations/0005-job-tags.sql"
+echo 'SELECT 1;' > "$work/repo/sql/migrations/${next}-job-tags.sql"
 expect_failure "a migration named with a dash" "is named NNNN_what_it_does.sql"
 
 fresh_copy
-echo 'SELECT 1;' > "$work/repo/sql/migrations/5_job_tags.sql"
+echo 'SELECT 1;' > "$work/repo/sql/migrations/$((last + 1))_job_tags.sql"
 expect_failure "a migration without four digits" "is named NNNN_what_it_does.sql"
 
 fresh_copy
-echo 'SELECT 1;' > "$work/repo/sql/migrations/0004_again.sql"
+echo 'SELECT 1;' > "$work/repo/sql/migrations/$(printf '%04d' "$last")_again.sql"
 expect_failure "two migrations with one number" "is there twice"
 
 fresh_copy
-echo 'SELECT 1;' > "$work/repo/sql/migrations/0006_gap.sql"
-expect_failure "a gap in the numbers" "expected step 0005"
+echo 'SELECT 1;' > "$work/repo/sql/migrations/${after_next}_gap.sql"
+expect_failure "a gap in the numbers" "expected step $next"
 
 fresh_copy
 if "$work/repo/tools/build_schema.sh" --chek >/dev/null 2>&1; then
@@ -51,15 +58,16 @@ fi
 
 # A step that ends early (RETURN) still records its version: the record comes first.
 fresh_copy
-printf -- '-- body of 0005\nIF true THEN\n  RETURN;\nEND IF;\n' > "$work/repo/sql/migrations/0005_early_return.sql"
+printf -- '-- body of %s\nIF true THEN\n  RETURN;\nEND IF;\n' "$next" \
+  > "$work/repo/sql/migrations/${next}_early_return.sql"
 "$work/repo/tools/build_schema.sh"
-record=$(grep -n 'VALUES (true, 5)' "$work/repo/sql/pgqueue.sql" | cut -d: -f1)
-body=$(grep -n -- '-- body of 0005' "$work/repo/sql/pgqueue.sql" | cut -d: -f1)
+record=$(grep -n "VALUES (true, $((last + 1)))" "$work/repo/sql/pgqueue.sql" | cut -d: -f1)
+body=$(grep -n -- "-- body of $next" "$work/repo/sql/pgqueue.sql" | cut -d: -f1)
 if [ -n "$record" ] && [ -n "$body" ] && [ "$record" -lt "$body" ] &&
-   grep -q 'schema_version = 5;' "$work/repo/include/pgqueue/detail/schema_sql.hpp"; then
-  echo "ok: a step that returns early is recorded, and the file is version 5"
+   grep -q "schema_version = $((last + 1));" "$work/repo/include/pgqueue/detail/schema_sql.hpp"; then
+  echo "ok: a step that returns early is recorded, and the file is version $((last + 1))"
 else
-  echo "FAIL: version 5 is not recorded before the step's body"; failures=$((failures + 1))
+  echo "FAIL: version $((last + 1)) is not recorded before the step's body"; failures=$((failures + 1))
 fi
 
 echo "$failures failed"
