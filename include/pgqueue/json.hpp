@@ -125,6 +125,23 @@ asio::awaitable<std::int64_t> enqueue_json(queue& q, const pg::transaction& tx, 
   return q.enqueue(tx, text, opts);
 }
 
+namespace detail {
+
+// Converts `values` to JSON texts and hands them to `send` (an enqueue_batch); a value that
+// does not convert fails the returned awaitable instead, when awaited.
+template <class R, class Send>
+asio::awaitable<std::vector<std::int64_t>> with_json_texts(R&& values, Send send) {
+  std::vector<std::string> texts;
+  try {
+    texts = to_json_texts(std::forward<R>(values));
+  } catch (error& e) {
+    return throw_when_awaited<std::vector<std::int64_t>>(std::move(e));
+  }
+  return send(std::move(texts));
+}
+
+}  // namespace detail
+
 /// Adds one job per element of `values` (e.g. a std::vector of any `json_payload` type) in one
 /// statement: `queue::enqueue_batch`, ids in input order; `opts` and `keys` as there. One round
 /// trip. Throws `errc::invalid_argument` naming the element's index when one does not convert
@@ -135,13 +152,9 @@ asio::awaitable<std::vector<std::int64_t>> enqueue_json_batch(
     std::vector<std::optional<std::string>> keys = {}) {
   static_assert(json_payload<std::ranges::range_reference_t<R>>,
                 "enqueue_json_batch: the elements do not convert to JSON (see json_payload)");
-  std::vector<std::string> texts;
-  try {
-    texts = detail::to_json_texts(std::forward<R>(values));
-  } catch (error& e) {
-    return detail::throw_when_awaited<std::vector<std::int64_t>>(std::move(e));
-  }
-  return q.enqueue_batch(std::move(texts), opts, std::move(keys));
+  return detail::with_json_texts(std::forward<R>(values), [&](std::vector<std::string> texts) {
+    return q.enqueue_batch(std::move(texts), opts, std::move(keys));
+  });
 }
 
 /// As `enqueue_json_batch`, inside `tx`: all the jobs exist if and only if `tx` commits. One
@@ -153,13 +166,9 @@ asio::awaitable<std::vector<std::int64_t>> enqueue_json_batch(
     std::vector<std::optional<std::string>> keys = {}) {
   static_assert(json_payload<std::ranges::range_reference_t<R>>,
                 "enqueue_json_batch: the elements do not convert to JSON (see json_payload)");
-  std::vector<std::string> texts;
-  try {
-    texts = detail::to_json_texts(std::forward<R>(values));
-  } catch (error& e) {
-    return detail::throw_when_awaited<std::vector<std::int64_t>>(std::move(e));
-  }
-  return q.enqueue_batch(tx, std::move(texts), opts, std::move(keys));
+  return detail::with_json_texts(std::forward<R>(values), [&](std::vector<std::string> texts) {
+    return q.enqueue_batch(tx, std::move(texts), opts, std::move(keys));
+  });
 }
 
 /// The job's payload as a `T` (nlohmann's `get<T>()`: a `from_json`, the standard types, or

@@ -92,6 +92,26 @@ TEST_CASE("close(use_awaitable) returns once the session has ended and pending w
   });
 }
 
+TEST_CASE("a cancelled close(use_awaitable) still closes and returns normally, at every hop",
+          "[pg][connect]") {
+  pgq_test::scratch_database db(false);
+  pgq_test::run_async([&]() -> asio::awaitable<void> {
+    auto ex = co_await asio::this_coro::executor;
+    for (int hop = 0; hop < 4; ++hop) {
+      INFO("cancelled after " << hop << " hops");
+      auto conn = co_await pg::connect(ex, db.dsn());
+      auto closing = [](pg::connection c) -> asio::awaitable<void> {
+        co_await c.close(asio::use_awaitable);
+      };
+      auto failure = co_await pgq_test::cancelled_by(closing(conn), pgq_test::hops(hop),
+                                                     asio::cancellation_type::terminal);
+      CHECK_FALSE(failure);
+      CHECK_FALSE(conn.is_open());
+      CHECK(conn.backend_pid() == 0);
+    }  // and the handle is destroyed right after
+  });
+}
+
 TEST_CASE("connect accepts a URI", "[pg][connect]") {
   pgq_test::scratch_database db(false);
   pgq_test::run_async([&]() -> asio::awaitable<void> {

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "pgqueue/pg/connection.hpp"
+#include "support/expect_error.hpp"
 #include "support/server.hpp"
 
 namespace pgq_pg_test {
@@ -64,17 +65,7 @@ asio::awaitable<std::vector<outcome<T>>> gather(std::vector<asio::awaitable<T>> 
   co_return std::move(s->results);
 }
 
-/// Awaits `op`, which must throw pg::error; returns it (fails the test otherwise).
-template <class T>
-asio::awaitable<pg::error> expect_error(asio::awaitable<T> op) {
-  try {
-    co_await std::move(op);
-  } catch (const pg::error& e) {
-    co_return e;
-  }
-  FAIL("expected a pg::error");
-  throw std::logic_error("unreachable");
-}
+using pgq_test::expect_error;
 
 /// The pg::error a connect to `conninfo` fails with (fails the test if it connects).
 inline pg::error connect_error(const std::string& conninfo, pg::connect_options options = {}) {

@@ -7,6 +7,7 @@
 #include <asio/experimental/awaitable_operators.hpp>
 
 #include "support/async.hpp"
+#include "support/expect_error.hpp"
 #include "support/queue_fixture.hpp"
 #include "support/session.hpp"
 
@@ -52,18 +53,6 @@ static_assert(pgqueue::json_payload<order>);
 static_assert(pgqueue::json_payload<nlohmann::json>);
 static_assert(pgqueue::json_payload<std::vector<order>>);
 static_assert(!pgqueue::json_payload<opaque>);
-
-// The error `op` throws when awaited (or a test failure when it throws none).
-template <class T>
-asio::awaitable<pgqueue::error> error_of(asio::awaitable<T> op) {
-  try {
-    co_await std::move(op);
-  } catch (const pgqueue::error& e) {
-    co_return e;
-  }
-  FAIL("no error");
-  co_return pgqueue::error(pgqueue::errc::invalid_argument, "unreachable");
-}
 
 // The error payload_as<T> throws for `j` (or a test failure when it throws none).
 template <class T>
@@ -266,20 +255,20 @@ TEST_CASE("a value that does not convert to JSON is refused at the co_await, not
     const std::string not_utf8 = "\xff";
     // The call returns; the error comes at the co_await, like the queue's own.
     auto op = pgqueue::enqueue_json(q, not_utf8);
-    auto e = co_await error_of(std::move(op));
+    auto e = co_await expect_error(std::move(op));
     CHECK(e.code() == pgqueue::errc::invalid_argument);
     CHECK(std::string(e.what()) ==
           "the value does not convert to JSON; nothing was sent: "
           "[json.exception.type_error.316] invalid UTF-8 byte at index 0: 0xFF");
 
     const unsendable bad;
-    e = co_await error_of(pgqueue::enqueue_json(q, bad));
+    e = co_await expect_error(pgqueue::enqueue_json(q, bad));
     CHECK(e.code() == pgqueue::errc::invalid_argument);
     CHECK(std::string(e.what()) ==
           "the value does not convert to JSON; nothing was sent: cannot send this");
 
     const std::vector<std::string> batch{"fine", "\xc3"};
-    e = co_await error_of(pgqueue::enqueue_json_batch(q, batch));
+    e = co_await expect_error(pgqueue::enqueue_json_batch(q, batch));
     CHECK(e.code() == pgqueue::errc::invalid_argument);
     CHECK(std::string(e.what()) ==
           "value 1 of the batch does not convert to JSON; nothing was sent: "
