@@ -13,8 +13,9 @@
 -- the last migration applied: 1 = the seed design (no version table), 2 = the first pgqueue
 -- release, 3 = lease tokens that only grow, maintenance inside claims, 4 = claims start at a
 -- per-queue floor, so dead index entries left behind a long transaction are not read, 5 = a
--- job keeps its last 10 failures (pgqueue.jobs.errors), 6 = queues can be paused and resumed.
--- This file is version 6.
+-- job keeps its last 10 failures (pgqueue.jobs.errors), 6 = queues can be paused and resumed,
+-- 7 = per-queue totals for rates (pgqueue.queue_summary), claims return when a job was due.
+-- This file is version 7.
 
 -- READ COMMITTED whatever the session's default: each statement below must see what the
 -- statements before it (and installs before it, once the lock is held) committed; with an older
@@ -55,13 +56,13 @@ BEGIN
       USING ERRCODE = 'insufficient_privilege',
             HINT = 'SET ROLE to the owner first (a superuser may), or connect as the owner.';
   END IF;
-  IF v_from > 6 THEN
-    RAISE EXCEPTION 'pgqueue: the installed schema is version %, newer than this file (version 6)', v_from
+  IF v_from > 7 THEN
+    RAISE EXCEPTION 'pgqueue: the installed schema is version %, newer than this file (version 7)', v_from
       USING ERRCODE = 'object_not_in_prerequisite_state',
             HINT = 'Use the sql/pgqueue.sql shipped with the newer pgqueue; downgrades are refused.';
   END IF;
   PERFORM set_config('pgqueue.migrating_from', v_from::text, true);
-  PERFORM set_config('pgqueue.upgrading', (v_from < 6)::text, true);
+  PERFORM set_config('pgqueue.upgrading', (v_from < 7)::text, true);
 END
 $$;
 
@@ -349,6 +350,37 @@ CREATE TABLE IF NOT EXISTS pgqueue.paused_queues (
   paused_at timestamptz NOT NULL DEFAULT now(),
   paused_by text NOT NULL  -- the session's role, for whoever wonders who paused it
 );
+END
+$migration$;
+
+-- ── migration 0007_queue_totals.sql: runs once, in databases below version 7
+DO $migration$
+BEGIN
+IF current_setting('pgqueue.migrating_from')::int >= 7 THEN
+  RETURN;
+END IF;
+INSERT INTO pgqueue.schema_version (singleton, version) VALUES (true, 7)
+ON CONFLICT (singleton) DO UPDATE SET version = EXCLUDED.version, installed_at = now();
+
+-- Counters per queue that only grow, so that rates (enqueued/s, done/s, failed/s: `pgqueue
+-- top`, the dashboard, metrics) can be read as differences: failed attempts (nacks and expired
+-- leases), and the jobs gc deleted, which neither the live counts nor the done counters show
+-- any more (pgqueue.queue_summary adds them back). Sharded like done_counts: a statement of
+-- its own counts in one of 32 slots (its pid mod 32), a longer transaction in a slot of its
+-- own session (32 + pid, folded by gc), so failing workers do not queue on one row.
+CREATE TABLE IF NOT EXISTS pgqueue.queue_totals (
+  queue text NOT NULL,
+  slot int NOT NULL,
+  failed bigint NOT NULL DEFAULT 0,
+  collected_done bigint NOT NULL DEFAULT 0,   -- done jobs gc deleted
+  collected_other bigint NOT NULL DEFAULT 0,  -- dead and cancelled jobs gc deleted
+  PRIMARY KEY (queue, slot)
+);
+
+-- Claims also return when each job became due (its run_after) and when it was claimed, both
+-- by the server's clock, so a worker can measure how long a job waited for a worker without
+-- comparing two machines' clocks. The old result type goes (grants come back on their own).
+DROP FUNCTION IF EXISTS pgqueue.claim_batch(text, text, int, interval);
 END
 $migration$;
 
@@ -956,7 +988,8 @@ RETURNS TABLE (
   max_attempts int,
   claimed_at timestamptz,
   lease_until timestamptz,
-  lease_token bigint
+  lease_token bigint,
+  run_after timestamptz  -- when the job became due: claimed_at - run_after is its wait
 )
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -1059,7 +1092,7 @@ BEGIN
               j.lease_until, j.lease_token, j.run_after
   )
   SELECT c.id, c.queue, c.payload, c.priority, c.attempts, c.max_attempts, c.claimed_at,
-         c.lease_until, c.lease_token
+         c.lease_until, c.lease_token, c.run_after
     FROM claimed c
    ORDER BY c.priority DESC, c.run_after, c.id;  -- claim order
 END
@@ -1086,7 +1119,9 @@ LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-  RETURN QUERY SELECT * FROM pgqueue.claim_batch(p_queue, p_worker_id, 1, p_lease_for);
+  RETURN QUERY SELECT c.id, c.queue, c.payload, c.priority, c.attempts, c.max_attempts,
+                      c.claimed_at, c.lease_until, c.lease_token
+                 FROM pgqueue.claim_batch(p_queue, p_worker_id, 1, p_lease_for) c;
 END
 $$;
 
@@ -1208,6 +1243,23 @@ BEGIN
          count(*)
     FROM unnest(p_queues) AS u(q) GROUP BY u.q
   ON CONFLICT (queue, slot) DO UPDATE SET n = c.n + EXCLUDED.n;
+END
+$$;
+
+-- Adds failed attempts (nacks, expired leases) to the per-queue totals, in slots as count_done.
+CREATE OR REPLACE FUNCTION pgqueue.count_failed(p_queues text[])
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+  INSERT INTO pgqueue.queue_totals AS t (queue, slot, failed)
+  SELECT u.q,
+         CASE WHEN statement_timestamp() - transaction_timestamp() < interval '5 milliseconds'
+              THEN pg_backend_pid() % 32 ELSE 32 + pg_backend_pid() END,
+         count(*)
+    FROM unnest(p_queues) AS u(q) GROUP BY u.q
+  ON CONFLICT (queue, slot) DO UPDATE SET failed = t.failed + EXCLUDED.failed;
 END
 $$;
 
@@ -1399,6 +1451,7 @@ BEGIN
   IF NOT FOUND THEN
     RETURN 'lost';
   END IF;
+  PERFORM pgqueue.count_failed(ARRAY[v_job.queue]);
   IF v_job.attempts >= v_job.max_attempts THEN
     UPDATE pgqueue.jobs j
        SET state = 'dead', last_error = pgqueue.bounded_error(p_error), finished_at = now(),
@@ -1554,6 +1607,7 @@ DECLARE
   v_count int := 0;
   v_exhausted int;
   v_reset record;
+  v_queues text[] := '{}';
 BEGIN
   PERFORM pgqueue.require(p_grace, 'grace');
   -- A negative grace would take back leases that are still valid.
@@ -1583,11 +1637,15 @@ BEGIN
     SELECT r.* FROM reset r
   LOOP
     v_count := v_count + 1;
+    v_queues := v_queues || v_reset.queue;
     IF v_reset.state = 'ready' THEN
       PERFORM pgqueue.floor_admit(v_reset.queue, v_reset.priority, v_reset.run_after, v_reset.id);
       PERFORM pgqueue.notify_queue(v_reset.queue);  -- folds: one per queue
     END IF;
   END LOOP;
+  IF v_count > 0 THEN
+    PERFORM pgqueue.count_failed(v_queues);  -- an expired lease is a failed attempt
+  END IF;
 
   WITH exhausted AS (
     UPDATE pgqueue.jobs j
@@ -1697,6 +1755,15 @@ BEGIN
     INSERT INTO pgqueue.done_counts (queue, slot, n)
     SELECT g.queue, 0, -count(*) FROM gone g WHERE g.state = 'done' GROUP BY g.queue
     ON CONFLICT (queue, slot) DO UPDATE SET n = pgqueue.done_counts.n + EXCLUDED.n
+  ), totalled AS (
+    -- ... and join the totals, which only grow (queue_summary adds them back).
+    INSERT INTO pgqueue.queue_totals AS t (queue, slot, collected_done, collected_other)
+    SELECT g.queue, 0, count(*) FILTER (WHERE g.state = 'done'),
+           count(*) FILTER (WHERE g.state <> 'done')
+      FROM gone g GROUP BY g.queue
+    ON CONFLICT (queue, slot) DO UPDATE
+      SET collected_done = t.collected_done + EXCLUDED.collected_done,
+          collected_other = t.collected_other + EXCLUDED.collected_other
   )
   SELECT count(*)::int INTO done_deleted FROM gone;
 
@@ -1706,7 +1773,11 @@ BEGIN
                      WHERE f.state = 'dead' AND f.finished_at < now() - p_retain_dead
                      LIMIT p_batch_size
                        FOR UPDATE SKIP LOCKED)
-    RETURNING 1
+    RETURNING j.queue
+  ), totalled AS (
+    INSERT INTO pgqueue.queue_totals AS t (queue, slot, collected_other)
+    SELECT g.queue, 0, count(*) FROM gone g GROUP BY g.queue
+    ON CONFLICT (queue, slot) DO UPDATE SET collected_other = t.collected_other + EXCLUDED.collected_other
   )
   SELECT count(*)::int INTO dead_deleted FROM gone;
 
@@ -1723,6 +1794,22 @@ BEGIN
   INSERT INTO pgqueue.done_counts AS c (queue, slot, n)
   SELECT m.queue, 0, sum(m.n) FROM moved m GROUP BY m.queue
   ON CONFLICT (queue, slot) DO UPDATE SET n = c.n + EXCLUDED.n;
+
+  WITH moved AS (  -- the same for the totals' session slots (failures inside transactions)
+    DELETE FROM pgqueue.queue_totals c
+     WHERE (c.queue, c.slot) IN (SELECT d.queue, d.slot FROM pgqueue.queue_totals d
+                                  WHERE d.slot >= 32
+                                  LIMIT p_batch_size
+                                    FOR UPDATE SKIP LOCKED)
+    RETURNING c.queue, c.failed, c.collected_done, c.collected_other
+  )
+  INSERT INTO pgqueue.queue_totals AS t (queue, slot, failed, collected_done, collected_other)
+  SELECT m.queue, 0, sum(m.failed), sum(m.collected_done), sum(m.collected_other)
+    FROM moved m GROUP BY m.queue
+  ON CONFLICT (queue, slot) DO UPDATE
+    SET failed = t.failed + EXCLUDED.failed,
+        collected_done = t.collected_done + EXCLUDED.collected_done,
+        collected_other = t.collected_other + EXCLUDED.collected_other;
 
   -- Fold the counter shards of queues with nothing left so the table stays small. The shards
   -- are locked and summed again first: a count_done committing meanwhile changes a shard, and
@@ -1813,6 +1900,84 @@ BEGIN
 END
 $$;
 
+-- One row per queue known to the database (it has jobs, counters or a pause): the jobs in
+-- each state (ready split into due now and scheduled for later), whether it is paused, how old
+-- its oldest ready job is, its lag (how long the oldest due ready job has waited), and totals
+-- that only grow, for rates: jobs ever enqueued, done, and failed attempts (nacks and expired
+-- leases) since version 7. What `pgqueue queues`, `top`, the dashboard and the metrics read.
+-- Each state is read through its own partial index, done jobs from their counters, as `depth`.
+CREATE OR REPLACE FUNCTION pgqueue.queue_summary()
+RETURNS TABLE (
+  queue text,
+  paused boolean,
+  ready bigint,
+  scheduled bigint,
+  claimed bigint,
+  dead bigint,
+  cancelled bigint,
+  done bigint,
+  oldest_ready_age_s float8,
+  lag_s float8,
+  enqueued_total bigint,
+  done_total bigint,
+  failed_total bigint
+)
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+SET jit = off
+AS $$
+  WITH r AS (
+    SELECT j.queue,
+           count(*) FILTER (WHERE j.run_after <= now()) AS ready,
+           count(*) FILTER (WHERE j.run_after > now()) AS scheduled,
+           min(j.created_at) AS oldest,
+           -- ('-infinity' has no lag: the difference would be an error)
+           min(j.run_after) FILTER (WHERE j.run_after <= now() AND j.run_after > '-infinity')
+             AS oldest_due
+      FROM pgqueue.jobs j
+     WHERE j.state = 'ready'
+     GROUP BY j.queue
+  ), c AS (
+    SELECT j.queue, count(*) AS claimed FROM pgqueue.jobs j WHERE j.state = 'claimed'
+     GROUP BY j.queue
+  ), s AS (
+    SELECT j.queue, count(*) FILTER (WHERE j.state = 'dead') AS dead,
+           count(*) FILTER (WHERE j.state = 'cancelled') AS cancelled
+      FROM pgqueue.jobs j
+     WHERE j.state IN ('dead', 'cancelled')
+     GROUP BY j.queue
+  ), d AS (
+    SELECT n.queue, sum(n.n)::bigint AS done FROM pgqueue.done_counts n GROUP BY n.queue
+  ), t AS (
+    SELECT x.queue, sum(x.failed)::bigint AS failed, sum(x.collected_done)::bigint AS gone_done,
+           sum(x.collected_other)::bigint AS gone_other
+      FROM pgqueue.queue_totals x
+     GROUP BY x.queue
+  ), names AS (
+    SELECT r.queue FROM r UNION SELECT c.queue FROM c UNION SELECT s.queue FROM s
+    UNION SELECT d.queue FROM d UNION SELECT t.queue FROM t
+    UNION SELECT p.queue FROM pgqueue.paused_queues p
+  )
+  SELECT n.queue,
+         EXISTS (SELECT FROM pgqueue.paused_queues p WHERE p.queue = n.queue),
+         coalesce(r.ready, 0), coalesce(r.scheduled, 0), coalesce(c.claimed, 0),
+         coalesce(s.dead, 0), coalesce(s.cancelled, 0), greatest(coalesce(d.done, 0), 0),
+         extract(epoch FROM now() - r.oldest)::float8,
+         extract(epoch FROM now() - r.oldest_due)::float8,
+         coalesce(r.ready, 0) + coalesce(r.scheduled, 0) + coalesce(c.claimed, 0)
+           + coalesce(s.dead, 0) + coalesce(s.cancelled, 0) + coalesce(d.done, 0)
+           + coalesce(t.gone_done, 0) + coalesce(t.gone_other, 0),
+         coalesce(d.done, 0) + coalesce(t.gone_done, 0),
+         coalesce(t.failed, 0)
+    FROM names n
+    LEFT JOIN r ON r.queue = n.queue
+    LEFT JOIN c ON c.queue = n.queue
+    LEFT JOIN s ON s.queue = n.queue
+    LEFT JOIN d ON d.queue = n.queue
+    LEFT JOIN t ON t.queue = n.queue
+   ORDER BY n.queue
+$$;
+
 -- ── privileges ────────────────────────────────────────────────────────────────────────────
 -- Least privilege: the tables stay private to the schema's owner, and calling a function is the
 -- whole capability. Every pgqueue function runs as its owner (SECURITY DEFINER; each pins its
@@ -1856,7 +2021,7 @@ $$;
 
 -- Lets an existing role do what a pgqueue::worker does: a producer's rights plus claim,
 -- heartbeat, ack, nack, release (and learning their outcome after a lost answer), the janitor
--- and reading pgqueue.depth. Not: cancel,
+-- and reading pgqueue.depth and queue_summary. Not: cancel,
 -- retry_dead, gc, set_retry_backoff (administration), nor the tables. Idempotent.
 CREATE OR REPLACE FUNCTION pgqueue.grant_worker(p_role regrole)
 RETURNS void
@@ -1868,7 +2033,7 @@ BEGIN
   PERFORM pgqueue.grant_functions(p_role,
     ARRAY['claim_batch', 'claim_next', 'next_run_after', 'wait_hint', 'heartbeat', 'ack',
           'ack_batch', 'nack', 'release', 'count_acked', 'lease_outcome',
-          'janitor_reset_stale_claims']);
+          'janitor_reset_stale_claims', 'queue_summary']);
   EXECUTE format('GRANT SELECT ON pgqueue.depth TO %s', p_role);
 END
 $$;

@@ -12,35 +12,11 @@ namespace pgqueue_cli {
 
 int queues(const context& ctx) {
   return ctx.run([&](pgqueue::database& db) -> asio::awaitable<int> {
-    // One row per queue from the depth view (which reads each state through its own index):
-    // ready now and scheduled for later are split here, from the ready index too.
+    // pgqueue.queue_summary reads each state through its own index, done jobs from counters.
     auto r = co_await db.query(R"(
-      WITH d AS (SELECT * FROM pgqueue.depth),
-      names AS (SELECT queue FROM d UNION SELECT queue FROM pgqueue.paused_queues)
-      SELECT n.queue,
-             EXISTS (SELECT FROM pgqueue.paused_queues p WHERE p.queue = n.queue) AS paused,
-             coalesce((SELECT count(*) FROM pgqueue.jobs j
-                        WHERE j.queue = n.queue AND j.state = 'ready' AND j.run_after <= now()), 0)
-               AS ready,
-             coalesce((SELECT count(*) FROM pgqueue.jobs j
-                        WHERE j.queue = n.queue AND j.state = 'ready' AND j.run_after > now()), 0)
-               AS scheduled,
-             coalesce((SELECT count FROM d WHERE d.queue = n.queue AND d.state = 'claimed'), 0)
-               AS claimed,
-             coalesce((SELECT count FROM d WHERE d.queue = n.queue AND d.state = 'dead'), 0)
-               AS dead,
-             coalesce((SELECT count FROM d WHERE d.queue = n.queue AND d.state = 'cancelled'), 0)
-               AS cancelled,
-             coalesce((SELECT count FROM d WHERE d.queue = n.queue AND d.state = 'done'), 0)
-               AS done,
-             round(extract(epoch FROM now() - (SELECT oldest FROM d
-                                                WHERE d.queue = n.queue AND d.state = 'ready'))::numeric, 3)
-               AS oldest_age_s,
-             round(extract(epoch FROM (SELECT lag FROM d
-                                        WHERE d.queue = n.queue AND d.state = 'ready'))::numeric, 3)
-               AS lag_s
-        FROM names n
-       ORDER BY n.queue)");
+      SELECT queue, paused, ready, scheduled, claimed, dead, cancelled, done,
+             round(oldest_ready_age_s::numeric, 3) AS oldest_age_s, round(lag_s::numeric, 3) AS lag_s
+        FROM pgqueue.queue_summary())");
     print(std::cout, r, ctx.json, "ready,scheduled,claimed,dead,cancelled,done,oldest_age_s,lag_s",
           "paused");
     co_return exit_code::ok;

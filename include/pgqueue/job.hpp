@@ -1,6 +1,7 @@
 // A claimed job as the queue hands it to a worker.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 
@@ -16,6 +17,11 @@ struct job {
   int priority = 0;
   int attempts = 0;
   int max_attempts = 0;
+  /// When the job became due (its enqueue, its `run_after`, or when a retry was due) and when
+  /// this claim took it, both by the server's clock: `claimed_at - due_at` is how long it
+  /// waited for a worker, whatever the two machines' clocks say.
+  std::chrono::system_clock::time_point due_at{};
+  std::chrono::system_clock::time_point claimed_at{};
 };
 
 }  // namespace pgqueue

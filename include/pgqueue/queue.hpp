@@ -197,6 +197,16 @@ class queue {
   // Leases for the claimed rows of `r` (columns as try_claim_batch's; rows without an id are
   // not jobs), their lost signals on `home` (the claiming coroutine's executor).
   std::vector<lease> leases_from(const pg::result& r, const asio::any_io_executor& home) const;
+  // What claims select besides the job's columns: when it became due ('-infinity', which the
+  // seed allowed, counts as the claim's own time) and when it was claimed, in epoch seconds.
+  static constexpr const char* claim_times_sql =
+      "extract(epoch FROM CASE WHEN run_after > '-infinity' THEN run_after ELSE claimed_at "
+      "END)::float8, extract(epoch FROM claimed_at)::float8";
+  static std::chrono::system_clock::time_point server_time(double epoch_seconds) {
+    return std::chrono::system_clock::time_point(
+        std::chrono::duration_cast<std::chrono::system_clock::duration>(
+            std::chrono::duration<double>(epoch_seconds)));
+  }
 
   struct acked_and_claimed {
     std::int64_t acked = 0;     // acks the server confirmed

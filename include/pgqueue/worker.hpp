@@ -263,7 +263,8 @@ class worker {
   asio::awaitable<std::int64_t> count_acked(std::vector<std::int64_t> ids,
                                             std::vector<std::int64_t> tokens);
 
-  asio::awaitable<void> give_back(lease& l);
+  // Releases a job this worker will not finish. True when released, false when lost.
+  asio::awaitable<bool> give_back(lease& l);
 
   // A transactional handler's job: the handler and the ack in one transaction (run again
   // after 40001/40P01); a failure leaves the lease held (rolled back) for run_job to nack.
@@ -273,14 +274,21 @@ class worker {
 
   asio::awaitable<void> run_job(lease l, std::shared_ptr<running> self);
 
-  // A handler's own ack, nack or release, counted as the worker's would be.
-  void count_own_outcome(detail::lease_state::outcome o);
+  // A handler's own ack, nack or release, counted as the worker's would be; what the
+  // observer hears of it.
+  job_event_kind count_own_outcome(detail::lease_state::outcome o);
 
   // Nacks with the handler's message. Should the server still refuse it (a statement error,
   // not a connection fault: e.g. a trigger, or an encoding that cannot hold the text), nacks
   // again once with a fixed ASCII reason, so the job is retried now rather than when its lease
-  // expires. Throws what the last nack throws.
-  asio::awaitable<void> nack_failed(lease& l, std::string reason);
+  // expires. True when nacked, false when the lease was lost. Throws what the last nack throws.
+  asio::awaitable<bool> nack_failed(lease& l, std::string reason);
+
+  // Tells the observer, if any (noexcept: a throwing observer terminates, as documented).
+  void notify(job_event_kind kind, const job& j, clock::duration run_time = {},
+              std::string_view error = {}) noexcept {
+    if (options_.observer) options_.observer(job_event{kind, j, run_time, error});
+  }
 
   // Sends finished jobs in one ack_batch; those finishing meanwhile wait for the next.
   void flush_acks() {

@@ -3,6 +3,7 @@
 
 #include <chrono>
 
+#include "pgqueue/job_event.hpp"
 #include "pgqueue/pg/transaction_options.hpp"
 
 namespace pgqueue {
@@ -40,6 +41,10 @@ struct worker_options {
   /// (isolation level), and how many times a job's handler runs when its transaction fails
   /// with 40001 or 40P01 (`max_attempts`, 1 to 100).
   pg::transaction_options transaction{};
+  /// Told of each job's claim, start and ending, with the handler's run time (see job_event):
+  /// for logging with the application's own logger, or for metrics (worker_metrics). None by
+  /// default. Costs a call per event, on the worker's strand.
+  job_observer observer{};
 };
 
 }  // namespace pgqueue

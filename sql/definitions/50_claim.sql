@@ -84,7 +84,8 @@ RETURNS TABLE (
   max_attempts int,
   claimed_at timestamptz,
   lease_until timestamptz,
-  lease_token bigint
+  lease_token bigint,
+  run_after timestamptz  -- when the job became due: claimed_at - run_after is its wait
 )
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -187,7 +188,7 @@ BEGIN
               j.lease_until, j.lease_token, j.run_after
   )
   SELECT c.id, c.queue, c.payload, c.priority, c.attempts, c.max_attempts, c.claimed_at,
-         c.lease_until, c.lease_token
+         c.lease_until, c.lease_token, c.run_after
     FROM claimed c
    ORDER BY c.priority DESC, c.run_after, c.id;  -- claim order
 END
@@ -214,7 +215,9 @@ LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-  RETURN QUERY SELECT * FROM pgqueue.claim_batch(p_queue, p_worker_id, 1, p_lease_for);
+  RETURN QUERY SELECT c.id, c.queue, c.payload, c.priority, c.attempts, c.max_attempts,
+                      c.claimed_at, c.lease_until, c.lease_token
+                 FROM pgqueue.claim_batch(p_queue, p_worker_id, 1, p_lease_for) c;
 END
 $$;
 

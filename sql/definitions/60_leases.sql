@@ -75,6 +75,23 @@ BEGIN
 END
 $$;
 
+-- Adds failed attempts (nacks, expired leases) to the per-queue totals, in slots as count_done.
+CREATE OR REPLACE FUNCTION pgqueue.count_failed(p_queues text[])
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+  INSERT INTO pgqueue.queue_totals AS t (queue, slot, failed)
+  SELECT u.q,
+         CASE WHEN statement_timestamp() - transaction_timestamp() < interval '5 milliseconds'
+              THEN pg_backend_pid() % 32 ELSE 32 + pg_backend_pid() END,
+         count(*)
+    FROM unnest(p_queues) AS u(q) GROUP BY u.q
+  ON CONFLICT (queue, slot) DO UPDATE SET failed = t.failed + EXCLUDED.failed;
+END
+$$;
+
 -- Marks a job the caller holds as done. False when the lease is lost.
 CREATE OR REPLACE FUNCTION pgqueue.ack(
   p_job_id bigint,
@@ -263,6 +280,7 @@ BEGIN
   IF NOT FOUND THEN
     RETURN 'lost';
   END IF;
+  PERFORM pgqueue.count_failed(ARRAY[v_job.queue]);
   IF v_job.attempts >= v_job.max_attempts THEN
     UPDATE pgqueue.jobs j
        SET state = 'dead', last_error = pgqueue.bounded_error(p_error), finished_at = now(),

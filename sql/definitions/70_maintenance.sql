@@ -32,6 +32,7 @@ DECLARE
   v_count int := 0;
   v_exhausted int;
   v_reset record;
+  v_queues text[] := '{}';
 BEGIN
   PERFORM pgqueue.require(p_grace, 'grace');
   -- A negative grace would take back leases that are still valid.
@@ -61,11 +62,15 @@ BEGIN
     SELECT r.* FROM reset r
   LOOP
     v_count := v_count + 1;
+    v_queues := v_queues || v_reset.queue;
     IF v_reset.state = 'ready' THEN
       PERFORM pgqueue.floor_admit(v_reset.queue, v_reset.priority, v_reset.run_after, v_reset.id);
       PERFORM pgqueue.notify_queue(v_reset.queue);  -- folds: one per queue
     END IF;
   END LOOP;
+  IF v_count > 0 THEN
+    PERFORM pgqueue.count_failed(v_queues);  -- an expired lease is a failed attempt
+  END IF;
 
   WITH exhausted AS (
     UPDATE pgqueue.jobs j
@@ -175,6 +180,15 @@ BEGIN
     INSERT INTO pgqueue.done_counts (queue, slot, n)
     SELECT g.queue, 0, -count(*) FROM gone g WHERE g.state = 'done' GROUP BY g.queue
     ON CONFLICT (queue, slot) DO UPDATE SET n = pgqueue.done_counts.n + EXCLUDED.n
+  ), totalled AS (
+    -- ... and join the totals, which only grow (queue_summary adds them back).
+    INSERT INTO pgqueue.queue_totals AS t (queue, slot, collected_done, collected_other)
+    SELECT g.queue, 0, count(*) FILTER (WHERE g.state = 'done'),
+           count(*) FILTER (WHERE g.state <> 'done')
+      FROM gone g GROUP BY g.queue
+    ON CONFLICT (queue, slot) DO UPDATE
+      SET collected_done = t.collected_done + EXCLUDED.collected_done,
+          collected_other = t.collected_other + EXCLUDED.collected_other
   )
   SELECT count(*)::int INTO done_deleted FROM gone;
 
@@ -184,7 +198,11 @@ BEGIN
                      WHERE f.state = 'dead' AND f.finished_at < now() - p_retain_dead
                      LIMIT p_batch_size
                        FOR UPDATE SKIP LOCKED)
-    RETURNING 1
+    RETURNING j.queue
+  ), totalled AS (
+    INSERT INTO pgqueue.queue_totals AS t (queue, slot, collected_other)
+    SELECT g.queue, 0, count(*) FROM gone g GROUP BY g.queue
+    ON CONFLICT (queue, slot) DO UPDATE SET collected_other = t.collected_other + EXCLUDED.collected_other
   )
   SELECT count(*)::int INTO dead_deleted FROM gone;
 
@@ -201,6 +219,22 @@ BEGIN
   INSERT INTO pgqueue.done_counts AS c (queue, slot, n)
   SELECT m.queue, 0, sum(m.n) FROM moved m GROUP BY m.queue
   ON CONFLICT (queue, slot) DO UPDATE SET n = c.n + EXCLUDED.n;
+
+  WITH moved AS (  -- the same for the totals' session slots (failures inside transactions)
+    DELETE FROM pgqueue.queue_totals c
+     WHERE (c.queue, c.slot) IN (SELECT d.queue, d.slot FROM pgqueue.queue_totals d
+                                  WHERE d.slot >= 32
+                                  LIMIT p_batch_size
+                                    FOR UPDATE SKIP LOCKED)
+    RETURNING c.queue, c.failed, c.collected_done, c.collected_other
+  )
+  INSERT INTO pgqueue.queue_totals AS t (queue, slot, failed, collected_done, collected_other)
+  SELECT m.queue, 0, sum(m.failed), sum(m.collected_done), sum(m.collected_other)
+    FROM moved m GROUP BY m.queue
+  ON CONFLICT (queue, slot) DO UPDATE
+    SET failed = t.failed + EXCLUDED.failed,
+        collected_done = t.collected_done + EXCLUDED.collected_done,
+        collected_other = t.collected_other + EXCLUDED.collected_other;
 
   -- Fold the counter shards of queues with nothing left so the table stays small. The shards
   -- are locked and summed again first: a count_done committing meanwhile changes a shard, and

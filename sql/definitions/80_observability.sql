@@ -44,3 +44,81 @@ BEGIN
   END IF;
 END
 $$;
+
+-- One row per queue known to the database (it has jobs, counters or a pause): the jobs in
+-- each state (ready split into due now and scheduled for later), whether it is paused, how old
+-- its oldest ready job is, its lag (how long the oldest due ready job has waited), and totals
+-- that only grow, for rates: jobs ever enqueued, done, and failed attempts (nacks and expired
+-- leases) since version 7. What `pgqueue queues`, `top`, the dashboard and the metrics read.
+-- Each state is read through its own partial index, done jobs from their counters, as `depth`.
+CREATE OR REPLACE FUNCTION pgqueue.queue_summary()
+RETURNS TABLE (
+  queue text,
+  paused boolean,
+  ready bigint,
+  scheduled bigint,
+  claimed bigint,
+  dead bigint,
+  cancelled bigint,
+  done bigint,
+  oldest_ready_age_s float8,
+  lag_s float8,
+  enqueued_total bigint,
+  done_total bigint,
+  failed_total bigint
+)
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+SET jit = off
+AS $$
+  WITH r AS (
+    SELECT j.queue,
+           count(*) FILTER (WHERE j.run_after <= now()) AS ready,
+           count(*) FILTER (WHERE j.run_after > now()) AS scheduled,
+           min(j.created_at) AS oldest,
+           -- ('-infinity' has no lag: the difference would be an error)
+           min(j.run_after) FILTER (WHERE j.run_after <= now() AND j.run_after > '-infinity')
+             AS oldest_due
+      FROM pgqueue.jobs j
+     WHERE j.state = 'ready'
+     GROUP BY j.queue
+  ), c AS (
+    SELECT j.queue, count(*) AS claimed FROM pgqueue.jobs j WHERE j.state = 'claimed'
+     GROUP BY j.queue
+  ), s AS (
+    SELECT j.queue, count(*) FILTER (WHERE j.state = 'dead') AS dead,
+           count(*) FILTER (WHERE j.state = 'cancelled') AS cancelled
+      FROM pgqueue.jobs j
+     WHERE j.state IN ('dead', 'cancelled')
+     GROUP BY j.queue
+  ), d AS (
+    SELECT n.queue, sum(n.n)::bigint AS done FROM pgqueue.done_counts n GROUP BY n.queue
+  ), t AS (
+    SELECT x.queue, sum(x.failed)::bigint AS failed, sum(x.collected_done)::bigint AS gone_done,
+           sum(x.collected_other)::bigint AS gone_other
+      FROM pgqueue.queue_totals x
+     GROUP BY x.queue
+  ), names AS (
+    SELECT r.queue FROM r UNION SELECT c.queue FROM c UNION SELECT s.queue FROM s
+    UNION SELECT d.queue FROM d UNION SELECT t.queue FROM t
+    UNION SELECT p.queue FROM pgqueue.paused_queues p
+  )
+  SELECT n.queue,
+         EXISTS (SELECT FROM pgqueue.paused_queues p WHERE p.queue = n.queue),
+         coalesce(r.ready, 0), coalesce(r.scheduled, 0), coalesce(c.claimed, 0),
+         coalesce(s.dead, 0), coalesce(s.cancelled, 0), greatest(coalesce(d.done, 0), 0),
+         extract(epoch FROM now() - r.oldest)::float8,
+         extract(epoch FROM now() - r.oldest_due)::float8,
+         coalesce(r.ready, 0) + coalesce(r.scheduled, 0) + coalesce(c.claimed, 0)
+           + coalesce(s.dead, 0) + coalesce(s.cancelled, 0) + coalesce(d.done, 0)
+           + coalesce(t.gone_done, 0) + coalesce(t.gone_other, 0),
+         coalesce(d.done, 0) + coalesce(t.gone_done, 0),
+         coalesce(t.failed, 0)
+    FROM names n
+    LEFT JOIN r ON r.queue = n.queue
+    LEFT JOIN c ON c.queue = n.queue
+    LEFT JOIN s ON s.queue = n.queue
+    LEFT JOIN d ON d.queue = n.queue
+    LEFT JOIN t ON t.queue = n.queue
+   ORDER BY n.queue
+$$;

@@ -41,7 +41,7 @@ $$;
 
 -- Lets an existing role do what a pgqueue::worker does: a producer's rights plus claim,
 -- heartbeat, ack, nack, release (and learning their outcome after a lost answer), the janitor
--- and reading pgqueue.depth. Not: cancel,
+-- and reading pgqueue.depth and queue_summary. Not: cancel,
 -- retry_dead, gc, set_retry_backoff (administration), nor the tables. Idempotent.
 CREATE OR REPLACE FUNCTION pgqueue.grant_worker(p_role regrole)
 RETURNS void
@@ -53,7 +53,7 @@ BEGIN
   PERFORM pgqueue.grant_functions(p_role,
     ARRAY['claim_batch', 'claim_next', 'next_run_after', 'wait_hint', 'heartbeat', 'ack',
           'ack_batch', 'nack', 'release', 'count_acked', 'lease_outcome',
-          'janitor_reset_stale_claims']);
+          'janitor_reset_stale_claims', 'queue_summary']);
   EXECUTE format('GRANT SELECT ON pgqueue.depth TO %s', p_role);
 END
 $$;

@@ -1,6 +1,7 @@
 // Upgrading in place a database that runs the seed schema (tests/fixtures/seed_schema.sql), the
 // first release, version 2 (tests/fixtures/pgqueue_v2.sql), version 3
-// (tests/fixtures/pgqueue_v3.sql) or version 4 (tests/fixtures/pgqueue_v4.sql).
+// (tests/fixtures/pgqueue_v3.sql), version 4 (tests/fixtures/pgqueue_v4.sql) or version 6
+// (tests/fixtures/pgqueue_v6.sql).
 #include <initializer_list>
 
 #include <catch2/catch.hpp>
@@ -28,6 +29,9 @@ std::string v3_file() {
 }
 std::string v4_file() {
   return PGQUEUE_SOURCE_ROOT "/tests/fixtures/pgqueue_v4.sql";
+}
+std::string v6_file() {
+  return PGQUEUE_SOURCE_ROOT "/tests/fixtures/pgqueue_v6.sql";
 }
 
 // Runs the statements one at a time, in order.
@@ -76,7 +80,7 @@ TEST_CASE("the seed upgrades in place keeping every job", "[upgrade]") {
   s.script(read_file(schema_file()));
 
   CHECK(*s.scalar(row_text) == before);
-  CHECK(s.integer("SELECT version FROM pgqueue.schema_version") == 6);
+  CHECK(s.integer("SELECT version FROM pgqueue.schema_version") == 7);
   // The done job is counted by the new depth view.
   CHECK(s.integer("SELECT count FROM pgqueue.depth WHERE queue = 'mail' AND state = 'done'") == 1);
   CHECK(s.integer("SELECT count FROM pgqueue.depth WHERE queue = 'mail' AND state = 'claimed'") ==
@@ -184,7 +188,7 @@ TEST_CASE("version 2 upgrades in place keeping every job, its holders and its gr
   s.script(read_file(schema_file()));
 
   CHECK(*s.scalar(row_text) == before);
-  CHECK(s.integer("SELECT version FROM pgqueue.schema_version") == 6);
+  CHECK(s.integer("SELECT version FROM pgqueue.schema_version") == 7);
   CHECK(s.integer("SELECT count FROM pgqueue.depth WHERE queue = 'q' AND state = 'done'") == done);
   // The job a version-2 client holds stays its own: its attempt is the token it fences with.
   CHECK(*s.scalar("SELECT pgqueue.heartbeat(3, 'w', '1 minute', 1)") == "t");
@@ -243,7 +247,7 @@ TEST_CASE("version 3 upgrades in place: every job kept, claims start at floors b
   s.script(read_file(schema_file()));
 
   CHECK(*s.scalar(row_text) == before);
-  CHECK(s.integer("SELECT version FROM pgqueue.schema_version") == 6);
+  CHECK(s.integer("SELECT version FROM pgqueue.schema_version") == 7);
   // One floor per queue and priority with jobs ready, held or dead, at the bottom for a
   // minute: version 3's code, still running in its sessions, does not note the jobs it makes
   // ready below a floor.
@@ -294,7 +298,7 @@ TEST_CASE("version 4 upgrades in place: every job kept, failures from then on ke
   s.script(read_file(schema_file()));
 
   CHECK(*s.scalar(row_text) == before);
-  CHECK(s.integer("SELECT version FROM pgqueue.schema_version") == 6);
+  CHECK(s.integer("SELECT version FROM pgqueue.schema_version") == 7);
   CHECK(s.integer("SELECT count(*) FROM pgqueue.jobs WHERE errors IS NOT NULL") == 0);
   // The held job's holder fails it, and the retried one fails again: both recorded from now.
   CHECK(*s.scalar("SELECT pgqueue.nack(2, 'w', 'second', '0 seconds', 1)") == "requeued");
@@ -308,6 +312,44 @@ TEST_CASE("version 4 upgrades in place: every job kept, failures from then on ke
   CHECK(*s.scalar("SELECT errors->0->>'error' || ' ' || (errors->0->>'attempt') || ' ' || "
                   "(errors->0->>'holder') || ' ' || jsonb_array_length(errors) "
                   "FROM pgqueue.jobs WHERE id = 3") == "third 2 w2 1");
+}
+
+TEST_CASE(
+    "version 6 upgrades in place: totals count from the jobs kept, a worker role may "
+    "read them and its claims say when jobs were due",
+    "[upgrade]") {
+  scratch_database db(false);
+  session s(db.dsn());
+  s.script(read_file(v6_file()));
+  scoped_role worker(db.dsn(), "v6_worker");
+  s.query("SELECT pgqueue.grant_worker($1::regrole)", {worker.name()});
+  // Done (1), dead (2), held (3), ready (4), scheduled (5), through version 6's functions.
+  run_each(s, {
+                  "SELECT pgqueue.enqueue('q', '{\"n\":1}')",
+                  "SELECT pgqueue.enqueue('q', '{\"n\":2}', NULL, 0, now(), 1)",
+                  "SELECT * FROM pgqueue.claim_batch('q', 'w', 2)",
+                  "SELECT pgqueue.ack(1, 'w')",
+                  "SELECT pgqueue.nack(2, 'w', 'boom')",
+                  "SELECT pgqueue.enqueue('q', '{\"n\":3}')",
+                  "SELECT pgqueue.enqueue('q', '{\"n\":4}')",
+                  "SELECT * FROM pgqueue.claim_batch('q', 'w', 1)",
+                  "SELECT pgqueue.enqueue('q', '{}', NULL, 0, now() + interval '1 hour')",
+              });
+  const auto before = *s.scalar(row_text);
+
+  s.script(read_file(schema_file()));
+
+  CHECK(*s.scalar(row_text) == before);
+  CHECK(s.integer("SELECT version FROM pgqueue.schema_version") == 7);
+  session w(worker.dsn());
+  CHECK(*w.scalar("SELECT concat_ws(' ', ready, scheduled, claimed, dead, done, enqueued_total, "
+                  "done_total, failed_total) FROM pgqueue.queue_summary() WHERE queue = 'q'") ==
+        "1 1 1 1 1 5 1 0");
+  // The worker role's claim (the function was dropped and made again) returns the due time.
+  CHECK(*w.scalar("SELECT count(*) FROM pgqueue.claim_batch('q', 'w2', 5) "
+                  "WHERE run_after <= claimed_at") == "1");
+  CHECK(*w.scalar("SELECT pgqueue.nack(3, 'w', 'late')") == "requeued");
+  CHECK(w.integer("SELECT failed_total FROM pgqueue.queue_summary()") == 1);
 }
 
 }  // namespace sql_upgrade_test
@@ -327,7 +369,8 @@ TEST_CASE("every upgrade path ends in the schema a fresh install makes", "[upgra
   const std::vector<std::pair<std::string, std::string>> starts = {{"the seed", seed_file()},
                                                                    {"version 2", v2_file()},
                                                                    {"version 3", v3_file()},
-                                                                   {"version 4", v4_file()}};
+                                                                   {"version 4", v4_file()},
+                                                                   {"version 6", v6_file()}};
   for (const auto& [from, file] : starts) {
     INFO("upgraded from " << from);
     scratch_database db(false);

@@ -81,8 +81,8 @@ PGQUEUE_DECL asio::awaitable<std::vector<lease>> queue::claim_now(int max, bool 
                              "claim cancelled before it was sent; nothing was claimed");
   const auto& o = s_->options;
   auto r = co_await s_->db.query_prepared(
-      "SELECT id, queue, payload::text, priority, attempts, max_attempts, lease_token "
-      "FROM pgqueue.claim_batch($1, $2, $3, $4::interval)",
+      "SELECT id, queue, payload::text, priority, attempts, max_attempts, lease_token, " +
+          std::string(claim_times_sql) + " FROM pgqueue.claim_batch($1, $2, $3, $4::interval)",
       {s_->name, o.worker_id, max, detail::lease_state::interval(o.lease)}, pg::cancel_until_sent);
   auto leases = leases_from(r, home);
   const auto state = co_await asio::this_coro::cancellation_state;
@@ -175,8 +175,15 @@ PGQUEUE_DECL std::vector<lease> queue::leases_from(const pg::result& r,
   out.reserve(r.rows());
   for (int i = 0; i < r.rows(); ++i) {
     if (r.is_null(i, 0)) continue;
-    job j{r.get<std::int64_t>(i, 0), r.get<std::string>(i, 1), r.get<std::string>(i, 2),
-          r.get<int>(i, 3),          r.get<int>(i, 4),         r.get<int>(i, 5)};
+    job j;
+    j.id = r.get<std::int64_t>(i, 0);
+    j.queue = r.get<std::string>(i, 1);
+    j.payload = r.get<std::string>(i, 2);
+    j.priority = r.get<int>(i, 3);
+    j.attempts = r.get<int>(i, 4);
+    j.max_attempts = r.get<int>(i, 5);
+    j.due_at = server_time(r.get<double>(i, 7));
+    j.claimed_at = server_time(r.get<double>(i, 8));
     out.push_back(lease(std::make_shared<detail::lease_state>(
         s_->db, std::move(j), r.get<std::int64_t>(i, 6), std::string(o.worker_id), o.lease,
         o.heartbeat_interval, home)));
@@ -190,10 +197,11 @@ PGQUEUE_DECL asio::awaitable<queue::acked_and_claimed> queue::ack_and_try_claim(
   const auto& o = s_->options;
   auto r = co_await s_->db.query_prepared(
       "SELECT NULL::bigint, NULL::text, NULL::text, NULL::int, NULL::int, "
-      "cardinality(pgqueue.ack_batch($5::bigint[], $2, $6::bigint[])), NULL::bigint "
+      "cardinality(pgqueue.ack_batch($5::bigint[], $2, $6::bigint[])), NULL::bigint, "
+      "NULL::float8, NULL::float8 "
       "UNION ALL "
-      "SELECT id, queue, payload::text, priority, attempts, max_attempts, lease_token "
-      "FROM pgqueue.claim_batch($1, $2, $3, $4::interval)",
+      "SELECT id, queue, payload::text, priority, attempts, max_attempts, lease_token, " +
+          std::string(claim_times_sql) + " FROM pgqueue.claim_batch($1, $2, $3, $4::interval)",
       {s_->name, o.worker_id, max, detail::lease_state::interval(o.lease), ids, tokens},
       pg::cancel_until_sent);
   acked_and_claimed out;

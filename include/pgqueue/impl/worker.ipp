@@ -274,9 +274,11 @@ PGQUEUE_DECL asio::awaitable<void> worker::claim_loop() {
       continue;
     }
     stats_.claimed += got.size();
+    for (auto& l : got) notify(job_event_kind::claimed, l.job());
     for (auto& l : got) {
       if (stopping_) {
-        co_await give_back(l);
+        const bool released = co_await give_back(l);
+        notify(released ? job_event_kind::released : job_event_kind::lost, l.job());
         continue;
       }
       auto r = std::make_shared<running>();
@@ -348,13 +350,15 @@ PGQUEUE_DECL asio::awaitable<std::int64_t> worker::count_acked(std::vector<std::
   }
 }
 
-PGQUEUE_DECL asio::awaitable<void> worker::give_back(lease& l) {
+PGQUEUE_DECL asio::awaitable<bool> worker::give_back(lease& l) {
   try {
     co_await l.release();
     ++stats_.released;
+    co_return true;
   } catch (const std::exception&) {
     ++stats_.lost;  // it expires and runs again
   }
+  co_return false;
 }
 
 PGQUEUE_DECL asio::awaitable<void> worker::handle_in_transaction(lease& l) {
@@ -375,6 +379,10 @@ PGQUEUE_DECL asio::awaitable<void> worker::handle_then_ack(lease& l, pg::transac
 }
 
 PGQUEUE_DECL asio::awaitable<void> worker::run_job(lease l, std::shared_ptr<running> self) {
+  // The job as claimed, for the observer: the handler may move the lease away.
+  const auto observed = options_.observer ? l.state_ : nullptr;
+  if (observed) notify(job_event_kind::started, observed->the_job);
+  const auto started = clock::now();
   std::optional<std::string> failure;
   try {
     co_await handler_(l);
@@ -387,13 +395,16 @@ PGQUEUE_DECL asio::awaitable<void> worker::run_job(lease l, std::shared_ptr<runn
   // A handler cancelled at stop_timeout leaves this coroutine cancelled; the bookkeeping
   // below must still reach the server.
   co_await asio::this_coro::reset_cancellation_state();
+  const auto run_time = clock::now() - started;
+  auto ending = job_event_kind::lost;
+  std::string error;
   try {
     switch (detail::next_step(l.finished(), failure.has_value(), l.lost(), forced_,
                               options_.coalesce_acks)) {
       case detail::job_step::counted:
         // A cancel cannot cut the handler's own final request off once begun: lease's final
         // operations run to their answer (shielded).
-        if (l.state_) count_own_outcome(l.state_->ended_as.load());  // not when moved away
+        if (l.state_) ending = count_own_outcome(l.state_->ended_as.load());  // not when moved
         break;
       case detail::job_step::forgotten:
         // Most likely stopped by the lost signal.
@@ -401,52 +412,59 @@ PGQUEUE_DECL asio::awaitable<void> worker::run_job(lease l, std::shared_ptr<runn
         ++stats_.lost;
         break;
       case detail::job_step::given_back:
-        co_await give_back(l);  // cut short by the stop: not the job's fault
+        // cut short by the stop: not the job's fault
+        if (co_await give_back(l)) ending = job_event_kind::released;
         break;
       case detail::job_step::nacked:
-        co_await nack_failed(l, std::move(*failure));
+        if (observed) error = *failure;
+        if (co_await nack_failed(l, std::move(*failure))) ending = job_event_kind::failed;
         break;
       case detail::job_step::coalesced:
         to_ack_.push_back(l.detach_for_ack());
+        ending = job_event_kind::finished;
         // This job's slot is free now, so the claim loop claims within a round trip.
         if (detail::flush_acks_now(idle_, stopping_)) flush_acks();
         break;
       case detail::job_step::acked:
         co_await l.ack();
         ++stats_.acked;
+        ending = job_event_kind::finished;
         break;
     }
   } catch (const std::exception&) {
     ++stats_.lost;  // lease lost, or the connection failed: the job runs again
+    ending = job_event_kind::lost;
   }
+  if (observed) notify(ending, observed->the_job, run_time, error);
   --in_flight_;
   std::erase(handlers_, self);
   changed_->notify();
 }
 
-PGQUEUE_DECL void worker::count_own_outcome(detail::lease_state::outcome o) {
+PGQUEUE_DECL job_event_kind worker::count_own_outcome(detail::lease_state::outcome o) {
   switch (o) {
     case detail::lease_state::outcome::acked:
       ++stats_.acked;
-      break;
+      return job_event_kind::finished;
     case detail::lease_state::outcome::failed:
       ++stats_.failed;
-      break;
+      return job_event_kind::failed;
     case detail::lease_state::outcome::released:
       ++stats_.released;
-      break;
+      return job_event_kind::released;
     case detail::lease_state::outcome::none:
-      ++stats_.lost;  // the lease was lost, or the outcome is unknown
       break;
   }
+  ++stats_.lost;  // the lease was lost, or the outcome is unknown
+  return job_event_kind::lost;
 }
 
-PGQUEUE_DECL asio::awaitable<void> worker::nack_failed(lease& l, std::string reason) {
+PGQUEUE_DECL asio::awaitable<bool> worker::nack_failed(lease& l, std::string reason) {
   std::string refused;
   try {
     co_await l.nack(std::move(reason));
     ++stats_.failed;
-    co_return;
+    co_return true;
   } catch (const error& e) {
     if (e.code() != pg::errc::server_error) throw;
     refused = e.sqlstate();
@@ -462,9 +480,10 @@ PGQUEUE_DECL asio::awaitable<void> worker::nack_failed(lease& l, std::string rea
   auto r = co_await s->settle("SELECT pgqueue.nack($1, $2, $3, NULL, $4)", std::move(p), &repeated);
   if (r.get<std::string>(0, 0) == "lost") {
     ++stats_.lost;  // taken back meanwhile (or, after a repeat, outcome unknown)
-  } else {
-    ++stats_.failed;
+    co_return false;
   }
+  ++stats_.failed;
+  co_return true;
 }
 
 PGQUEUE_DECL asio::awaitable<void> worker::ack_loop() {
