@@ -1,5 +1,7 @@
 // The C++ blocks of README.md and docs/, compiled and run against a real server. Each is copied
 // here verbatim (the docs_code_blocks test fails when a block of those pages is in no test).
+#include <iostream>
+
 #include <pgqueue/pgqueue.hpp>
 
 #include <asio/experimental/awaitable_operators.hpp>
@@ -131,6 +133,26 @@ pgqueue::worker w(q, [](const pgqueue::job& j, pgqueue::transaction& tx) -> asio
   co_await (w.run() || std::move(stop));
 }
 
+// ---- docs/cpp-api.md: observing workers ----
+asio::awaitable<std::string> observed(pgqueue::queue q, pgqueue::database db) {
+  pgqueue::worker_metrics metrics;  // shared by every worker given its observer
+  pgqueue::worker w(q, [](const pgqueue::job& j) -> asio::awaitable<void> {
+    co_await deliver(j.payload);
+  }, {.observer = [metrics](const pgqueue::job_event& e) mutable {
+        if (e.kind == pgqueue::job_event_kind::failed)  // log with your own logger
+          std::clog << "job " << e.job.id << " failed (attempt " << e.job.attempts << "): "
+                    << e.error << "\n";
+        metrics.record(e);
+      }});
+  using namespace asio::experimental::awaitable_operators;
+  co_await (w.run() || delivered.wait_for(2));
+  std::string text;  // what the application's GET /metrics answers
+  auto status = co_await pgqueue::read_queue_status(db);  // one round trip
+  pgqueue::write_queue_metrics(text, status);
+  metrics.write(text);
+  co_return text;
+}
+
 // clang-format on
 
 // Returns once `sql` counts `n` (bounded: the caller's checks fail otherwise).
@@ -251,6 +273,26 @@ TEST_CASE("the exactly-once worker example writes one invoice per job", "[queue]
   });
   CHECK(s.integer("SELECT count(*) FROM pgqueue.jobs WHERE state = 'done'") == 30);
   CHECK(s.integer("SELECT count(*) FROM invoices") == 30);
+}
+
+}  // namespace queue_docs_examples_test
+
+namespace queue_docs_examples_test {
+
+TEST_CASE("the observing example logs, counts and writes the metrics", "[queue][docs]") {
+  scratch_database db;
+  delivered = {};
+  session s(db.dsn());
+  s.query("SELECT pgqueue.enqueue_batch('mail', ARRAY['{\"n\":1}', '{\"n\":2}']::jsonb[])");
+  std::string text;
+  run_async([&]() -> asio::awaitable<void> {
+    auto conn = co_await pgqueue::connect(co_await asio::this_coro::executor, db.dsn());
+    pgqueue::queue q{conn, "mail"};
+    text = co_await observed(q, conn);
+  });
+  CHECK(delivered.payloads.size() == 2);
+  CHECK_THAT(text, Catch::Contains("pgqueue_worker_jobs_claimed_total{queue=\"mail\"} 2\n"));
+  CHECK_THAT(text, Catch::Contains("pgqueue_queue_enqueued_total{queue=\"mail\"} 2\n"));
 }
 
 }  // namespace queue_docs_examples_test
