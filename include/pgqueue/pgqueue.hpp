@@ -13,6 +13,7 @@
 #include "pgqueue/queue.hpp"
 #include "pgqueue/queue_options.hpp"
 #include "pgqueue/queue_status.hpp"
+#include "pgqueue/schedule.hpp"
 #include "pgqueue/transaction.hpp"
 #include "pgqueue/worker.hpp"
 #include "pgqueue/worker_options.hpp"

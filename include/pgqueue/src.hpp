@@ -22,6 +22,7 @@
 #include "pgqueue/impl/migrate.ipp"
 #include "pgqueue/impl/queue.ipp"
 #include "pgqueue/impl/queue_status.ipp"
+#include "pgqueue/impl/schedule.ipp"
 #include "pgqueue/impl/worker.ipp"
 #include "pgqueue/pg/detail/impl/channel_registry.ipp"
 #include "pgqueue/pg/detail/impl/connection_impl.ipp"

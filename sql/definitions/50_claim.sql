@@ -22,7 +22,8 @@ BEGIN
 END
 $$;
 
--- Takes back expired leases (janitor_reset_stale_claims) when maintenance is due: at most once
+-- Takes back expired leases (janitor_reset_stale_claims) and fires due schedules
+-- (fire_schedules) when maintenance is due: at most once
 -- per pgqueue.maintenance.janitor_every across the database, by whichever claim gets there
 -- first. Claims call it, so expired leases come back whatever the fleet claims with; each
 -- session at most once a second (claim_batch checks the session setting
@@ -54,6 +55,10 @@ BEGIN
   END IF;
   v_started := clock_timestamp();
   v_changed := pgqueue.janitor_reset_stale_claims();
+  -- Periodic jobs whose slot has come (exactly once: see fire_schedules).
+  IF EXISTS (SELECT FROM pgqueue.schedules s WHERE s.next_slot <= now()) THEN
+    v_changed := v_changed + pgqueue.fire_schedules();
+  END IF;
   UPDATE pgqueue.maintenance m
      SET janitor_due_at = now() + (clock_timestamp() - v_started) * 50
    WHERE m.janitor_due_at < now() + (clock_timestamp() - v_started) * 50;
@@ -245,6 +250,8 @@ SET search_path = pg_catalog, pg_temp
 SET enable_seqscan = off
 SET jit = off
 AS $$
+DECLARE
+  v_slot timestamptz;
 BEGIN
   IF p_queue IS NULL OR octet_length(p_queue) NOT BETWEEN 1 AND 255 OR p_queue ~ '[[:cntrl:]]' THEN
     PERFORM pgqueue.check_queue_name(p_queue);
@@ -254,13 +261,25 @@ BEGIN
     RETURN QUERY SELECT false, NULL::timestamptz;
     RETURN;
   END IF;
+  -- The queue's next schedule slot counts as a job falling due, once the maintenance that
+  -- fires it can run in this session's next claim (at most once a second per session and
+  -- per database): an idle worker sleeps until then instead of polling.
+  v_slot := (SELECT min(s.next_slot) FROM pgqueue.schedules s WHERE s.queue = p_queue);
+  IF v_slot IS NOT NULL THEN
+    -- (Not sooner than 20 ms: while another transaction holds the maintenance lock, a slot
+    -- that is due stays unfired for a moment.)
+    v_slot := greatest(v_slot, (SELECT m.janitor_due_at FROM pgqueue.maintenance m),
+                       to_timestamp(coalesce(nullif(current_setting(
+                         'pgqueue.maintenance_checked_at', true), ''), '0')::float8 + 1),
+                       now() + interval '20 milliseconds');
+  END IF;
   RETURN QUERY
   SELECT coalesce(bool_or(p.first_run_after <= now()), false),
-         min((SELECT j.run_after FROM pgqueue.jobs j
-               WHERE j.queue = p_queue AND j.state = 'ready' AND j.priority = p.priority
-                 AND j.run_after > now() AND j.run_after < 'infinity'
-                 AND j.attempts < j.max_attempts
-               ORDER BY j.run_after LIMIT 1))
-    FROM pgqueue.ready_priorities(p_queue) p;
+         least(min((SELECT j.run_after FROM pgqueue.jobs j
+                     WHERE j.queue = p_queue AND j.state = 'ready' AND j.priority = p.priority
+                       AND j.run_after > now() AND j.run_after < 'infinity'
+                       AND j.attempts < j.max_attempts
+                     ORDER BY j.run_after LIMIT 1)), v_slot)
+    FROM pgqueue.ready_priorities(p_queue) p;  -- (an aggregate: one row, even of none)
 END
 $$;

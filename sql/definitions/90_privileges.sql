@@ -27,7 +27,7 @@ BEGIN
 END
 $$;
 
--- Lets an existing role add jobs (enqueue, enqueue_batch, wake) and nothing else: it cannot
+-- Lets an existing role add jobs (enqueue, enqueue_batch, wake, schedule, unschedule) and nothing else: it cannot
 -- read or change pgqueue's tables, claim jobs or change the schema. Run by the schema's owner
 -- (or a superuser); creating the role itself is the administrator's. Idempotent.
 CREATE OR REPLACE FUNCTION pgqueue.grant_producer(p_role regrole)
@@ -36,7 +36,8 @@ LANGUAGE sql
 SET search_path = pg_catalog, pg_temp
 AS $$
   SELECT pgqueue.grant_functions(p_role,
-    ARRAY['enqueue', 'enqueue_batch', 'wake', 'channel', 'check_queue_name'])
+    ARRAY['enqueue', 'enqueue_batch', 'wake', 'channel', 'check_queue_name', 'schedule',
+          'unschedule', 'cron_next'])
 $$;
 
 -- Lets an existing role do what a pgqueue::worker does: a producer's rights plus claim,

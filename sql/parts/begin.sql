@@ -14,7 +14,8 @@
 -- release, 3 = lease tokens that only grow, maintenance inside claims, 4 = claims start at a
 -- per-queue floor, so dead index entries left behind a long transaction are not read, 5 = a
 -- job keeps its last 10 failures (pgqueue.jobs.errors), 6 = queues can be paused and resumed,
--- 7 = per-queue totals for rates (pgqueue.queue_summary), claims return when a job was due.
+-- 7 = per-queue totals for rates (pgqueue.queue_summary), claims return when a job was due,
+-- 8 = periodic jobs (pgqueue.schedules).
 -- This file is version @VERSION@.
 
 -- READ COMMITTED whatever the session's default: each statement below must see what the

@@ -2,7 +2,9 @@
 // lease, whose handler records each run in the run log (fault_runs) before working for the
 // job's "ms" milliseconds. SIGTERM or SIGINT stops it gracefully (exit 0); SIGKILL is the fault.
 //
-// usage: fault_worker_process <conninfo> <queue> <worker id> <lease ms> <concurrency>
+// usage: fault_worker_process <conninfo> <queue> <worker id> <lease ms> <concurrency> [workers]
+// With `workers` (default 1) the process runs that many workers, each on its own connection,
+// with ids <worker id>-1, <worker id>-2, ...
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -28,18 +30,20 @@ int work_ms(const std::string& payload) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 6) {
-    std::fprintf(stderr, "usage: %s <conninfo> <queue> <worker id> <lease ms> <concurrency>\n",
+  if (argc != 6 && argc != 7) {
+    std::fprintf(stderr,
+                 "usage: %s <conninfo> <queue> <worker id> <lease ms> <concurrency> [workers]\n",
                  argv[0]);
     return 2;
   }
-  const std::string conninfo = argv[1], queue_name = argv[2], worker_id = argv[3];
+  const std::string conninfo = argv[1], queue_name = argv[2];
   const std::chrono::milliseconds lease{std::atoi(argv[4])};
   const int concurrency = std::atoi(argv[5]);
+  const int workers = argc == 7 ? std::atoi(argv[6]) : 1;
 
   asio::io_context io;
   int status = 0;
-  auto body = [&]() -> asio::awaitable<void> {
+  auto body = [&](std::string worker_id) -> asio::awaitable<void> {
     auto ex = co_await asio::this_coro::executor;
     try {
       auto db = co_await pgqueue::connect(ex, conninfo);
@@ -81,7 +85,12 @@ int main(int argc, char** argv) {
       status = 1;
     }
   };
-  asio::co_spawn(io, body(), asio::detached);
+  for (int i = 1; i <= workers; ++i) {
+    asio::co_spawn(
+        io,
+        body(workers == 1 ? std::string(argv[3]) : std::string(argv[3]) + "-" + std::to_string(i)),
+        asio::detached);
+  }
   io.run();
   return status;
 }

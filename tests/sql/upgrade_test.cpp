@@ -80,7 +80,7 @@ TEST_CASE("the seed upgrades in place keeping every job", "[upgrade]") {
   s.script(read_file(schema_file()));
 
   CHECK(*s.scalar(row_text) == before);
-  CHECK(s.integer("SELECT version FROM pgqueue.schema_version") == 7);
+  CHECK(s.integer("SELECT version FROM pgqueue.schema_version") == 8);
   // The done job is counted by the new depth view.
   CHECK(s.integer("SELECT count FROM pgqueue.depth WHERE queue = 'mail' AND state = 'done'") == 1);
   CHECK(s.integer("SELECT count FROM pgqueue.depth WHERE queue = 'mail' AND state = 'claimed'") ==
@@ -188,7 +188,7 @@ TEST_CASE("version 2 upgrades in place keeping every job, its holders and its gr
   s.script(read_file(schema_file()));
 
   CHECK(*s.scalar(row_text) == before);
-  CHECK(s.integer("SELECT version FROM pgqueue.schema_version") == 7);
+  CHECK(s.integer("SELECT version FROM pgqueue.schema_version") == 8);
   CHECK(s.integer("SELECT count FROM pgqueue.depth WHERE queue = 'q' AND state = 'done'") == done);
   // The job a version-2 client holds stays its own: its attempt is the token it fences with.
   CHECK(*s.scalar("SELECT pgqueue.heartbeat(3, 'w', '1 minute', 1)") == "t");
@@ -247,7 +247,7 @@ TEST_CASE("version 3 upgrades in place: every job kept, claims start at floors b
   s.script(read_file(schema_file()));
 
   CHECK(*s.scalar(row_text) == before);
-  CHECK(s.integer("SELECT version FROM pgqueue.schema_version") == 7);
+  CHECK(s.integer("SELECT version FROM pgqueue.schema_version") == 8);
   // One floor per queue and priority with jobs ready, held or dead, at the bottom for a
   // minute: version 3's code, still running in its sessions, does not note the jobs it makes
   // ready below a floor.
@@ -298,7 +298,7 @@ TEST_CASE("version 4 upgrades in place: every job kept, failures from then on ke
   s.script(read_file(schema_file()));
 
   CHECK(*s.scalar(row_text) == before);
-  CHECK(s.integer("SELECT version FROM pgqueue.schema_version") == 7);
+  CHECK(s.integer("SELECT version FROM pgqueue.schema_version") == 8);
   CHECK(s.integer("SELECT count(*) FROM pgqueue.jobs WHERE errors IS NOT NULL") == 0);
   // The held job's holder fails it, and the retried one fails again: both recorded from now.
   CHECK(*s.scalar("SELECT pgqueue.nack(2, 'w', 'second', '0 seconds', 1)") == "requeued");
@@ -340,7 +340,7 @@ TEST_CASE(
   s.script(read_file(schema_file()));
 
   CHECK(*s.scalar(row_text) == before);
-  CHECK(s.integer("SELECT version FROM pgqueue.schema_version") == 7);
+  CHECK(s.integer("SELECT version FROM pgqueue.schema_version") == 8);
   session w(worker.dsn());
   CHECK(*w.scalar("SELECT concat_ws(' ', ready, scheduled, claimed, dead, done, enqueued_total, "
                   "done_total, failed_total) FROM pgqueue.queue_summary() WHERE queue = 'q'") ==

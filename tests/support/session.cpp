@@ -28,14 +28,16 @@ session::session(const std::string& dsn) : conn_(PQconnectdb(dsn.c_str())) {
   PQclear(PQexec(conn_, "SET client_min_messages = warning"));
 }
 
-session::~session() { PQfinish(conn_); }
+session::~session() {
+  PQfinish(conn_);
+}
 
 std::vector<row> session::query(const std::string& sql, const std::vector<value>& params) {
   std::vector<const char*> raw;
   raw.reserve(params.size());
   for (const auto& p : params) raw.push_back(p ? p->c_str() : nullptr);
-  result_guard g{PQexecParams(conn_, sql.c_str(), static_cast<int>(raw.size()), nullptr,
-                              raw.data(), nullptr, nullptr, 0)};
+  result_guard g{PQexecParams(conn_, sql.c_str(), static_cast<int>(raw.size()), nullptr, raw.data(),
+                              nullptr, nullptr, 0)};
   auto status = PQresultStatus(g.res);
   if (status != PGRES_TUPLES_OK && status != PGRES_COMMAND_OK) {
     if (!g.res || field(g.res, PG_DIAG_SQLSTATE).empty())
@@ -93,6 +95,15 @@ std::string session::error_of(const std::string& sql, const std::vector<value>& 
   return "";
 }
 
+std::string session::failure_of(const std::string& sql, const std::vector<value>& params) {
+  try {
+    query(sql, params);
+  } catch (const sql_error& e) {
+    return e.what();
+  }
+  return "";
+}
+
 std::optional<std::pair<std::string, std::string>> session::wait_notification(int timeout_ms) {
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   for (;;) {
@@ -137,9 +148,8 @@ job_row read_job(session& s, std::int64_t id) {
 }
 
 std::int64_t count_jobs(session& s, const std::string& state, const std::string& queue) {
-  return s.integer(
-      "SELECT count(*) FROM pgqueue.jobs WHERE state = $1 AND ($2 = '' OR queue = $2)",
-      {state, queue});
+  return s.integer("SELECT count(*) FROM pgqueue.jobs WHERE state = $1 AND ($2 = '' OR queue = $2)",
+                   {state, queue});
 }
 
 }  // namespace pgq_test

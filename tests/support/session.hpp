@@ -19,7 +19,9 @@ using row = std::vector<value>;
 // A statement failed on the server: carries the SQLSTATE so tests can assert which error.
 struct sql_error : std::runtime_error {
   sql_error(std::string state, std::string msg)
-      : std::runtime_error(state + ": " + msg), sqlstate(std::move(state)), message(std::move(msg)) {}
+      : std::runtime_error(state + ": " + msg),
+        sqlstate(std::move(state)),
+        message(std::move(msg)) {}
   std::string sqlstate;
   std::string message;
 };
@@ -40,6 +42,8 @@ class session {
   std::int64_t integer(const std::string& sql, const std::vector<value>& params = {});
   // Runs `sql` and returns the SQLSTATE it fails with, or "" when it succeeds.
   std::string error_of(const std::string& sql, const std::vector<value>& params = {});
+  // The same, as "SQLSTATE: message" (the server's message).
+  std::string failure_of(const std::string& sql, const std::vector<value>& params = {});
   // Waits up to `timeout_ms` for a NOTIFY on a channel this session LISTENs to; returns
   // (channel, payload) or nothing on timeout.
   std::optional<std::pair<std::string, std::string>> wait_notification(int timeout_ms);
@@ -62,9 +66,9 @@ struct job_row {
   value idempotency_key;
   value last_error;
   value claimed_by;
-  bool lease_valid = false;   // lease_until > now()
-  bool due = false;           // run_after <= now()
-  double run_after_in = 0;    // seconds from now until run_after (negative when past)
+  bool lease_valid = false;  // lease_until > now()
+  bool due = false;          // run_after <= now()
+  double run_after_in = 0;   // seconds from now until run_after (negative when past)
 };
 
 // Reads pgqueue.jobs row `id`; throws if there is none.
