@@ -16,19 +16,13 @@
 #include "support/server.hpp"
 #include "support/session.hpp"
 #include "support/sql_api.hpp"
+#include "support/tool.hpp"
 
 namespace cli_test {
 
 using namespace pgq_test;
 
 namespace {
-
-// Runs the tool on database `db` (through PGQUEUE_DSN, as a user would set it).
-command_result tool(const scratch_database& db, std::vector<std::string> args,
-                    const std::string& input = "") {
-  args.insert(args.begin(), PGQUEUE_TOOL);
-  return run_command(args, input, {"PGQUEUE_DSN=" + db.dsn()});
-}
 
 std::string state_of(session& s, std::int64_t id) {
   return read_job(s, id).state;
