@@ -86,6 +86,18 @@ TEST_CASE(
   CHECK(r.err.find("line 4 is not JSON") != std::string::npos);
   CHECK(r.err.find("stopped there: lines 1-3 were enqueued (3 jobs, ids ") != std::string::npos);
   CHECK(admin.integer("SELECT count(*) FROM pgqueue.jobs WHERE queue = 'bulk'") == 3);
+  // Within one batch (JSON is checked when the server refuses the batch): the lines before it
+  // go in as a batch of their own.
+  auto in_batch = tool(db, {"enqueue", "one_batch"}, "{}\n[1]\nnope\n{}\n");
+  CHECK(in_batch.exit_code == 2);
+  CHECK(in_batch.err.find("line 3 is not JSON; stopped there: lines 1-2 were enqueued") !=
+        std::string::npos);
+  CHECK(admin.integer("SELECT count(*) FROM pgqueue.jobs WHERE queue = 'one_batch'") == 2);
+  // A last line without a newline is a line.
+  auto unterminated = tool(db, {"enqueue", "last"}, "{}\n{\"last\": true}");
+  CHECK(unterminated.exit_code == 0);
+  CHECK(admin.integer("SELECT count(*) FROM pgqueue.jobs WHERE queue = 'last' "
+                      "AND payload = '{\"last\": true}'") == 1);
 }
 
 TEST_CASE(
