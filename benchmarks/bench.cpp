@@ -24,14 +24,17 @@ namespace {
 constexpr const char* usage = R"(usage: pgqueue-bench [options] "<conninfo>"
 Runs the benchmark scenarios against the server (each in a database of its own, created and
 dropped; the role needs CREATEDB) and prints a table on stdout, progress on stderr.
-  --only LIST          scenarios to run, comma-separated (default: all but pinned, soak)
-                       enqueue,drain,latency,scale,reference,memory,transactions,
-                       pinned,soak
+  --only LIST          scenarios to run, comma-separated (default: all but pinned, soak,
+                       observe) enqueue,drain,latency,scale,reference,memory,
+                       transactions,cli,pinned,soak,observe
   --json FILE          also write the results as JSON
   --seconds N          length of each timed run (default 5)
   --drain-jobs N       jobs pre-filled for each drain (default 50000)
   --retained N         completed jobs retained in the scale scenario (default 1000000)
   --scale-10m          scale: also with 10,000,000 retained (slow: minutes)
+  --observe-retained N observe: done jobs retained over 1,000 queues (default 10000000;
+                       building them takes minutes; only with --only observe)
+  --observe-keep       observe: keep its database, and reuse one kept with the same size
   --latency-samples N  jobs timed per latency run (default 1200)
   --latency-rate N     jobs per second in the latency runs (default 200)
   --memory-jobs N      jobs in flight in the memory scenario (default 10000)
@@ -125,6 +128,13 @@ void add_targets(bench::report& rep, const std::string& best_peer_drain) {
   rep.add_target(
       {"transactional-handler worker, concurrency 8 >= 0.8x the same SQL via pgbench -c 8",
        "tx.worker.c8", "ref.tx_worker.c8", "", 0.8});
+  rep.add_target({"pgqueue enqueue < file >= 0.8x enqueue_batch(1000) (issue 15)",
+                  "cli.enqueue.stdin", "cli.library.batch1000", "", 0.8});
+  for (const char* what : {"depth", "summary", "metrics"}) {
+    rep.add_target(
+        {std::string("observe: ") + what + " with 10M done jobs, 1,000 queues: p99 < 50 ms",
+         std::string("observe.") + what, "", "p99", 50});
+  }
   rep.add_target(
       {"pool checkout: client CPU < 5 us", "pool.checkout", "", "client_us/checkout", 5});
 }
@@ -158,7 +168,7 @@ std::string today() {
 int main(int argc, char** argv) {
   bench::context ctx;
   ctx.opt.self = self_path();
-  std::string only = "enqueue,drain,latency,scale,reference,memory,transactions";
+  std::string only = "enqueue,drain,latency,scale,reference,memory,transactions,cli";
   std::string json, child_mode, after_migrate;
   std::vector<std::string> positional;
   try {
@@ -168,6 +178,8 @@ int main(int argc, char** argv) {
         {"--seconds", [&](const std::string& v) { ctx.opt.seconds = std::stoi(v); }},
         {"--drain-jobs", [&](const std::string& v) { ctx.opt.drain_jobs = std::stol(v); }},
         {"--retained", [&](const std::string& v) { ctx.opt.retained = std::stol(v); }},
+        {"--observe-retained",
+         [&](const std::string& v) { ctx.opt.observe_retained = std::stol(v); }},
         {"--latency-samples",
          [&](const std::string& v) { ctx.opt.latency_samples = std::stoi(v); }},
         {"--latency-rate", [&](const std::string& v) { ctx.opt.latency_rate = std::stoi(v); }},
@@ -199,6 +211,8 @@ int main(int argc, char** argv) {
       }
       if (a == "--scale-10m") {
         ctx.opt.scale_10m = true;
+      } else if (a == "--observe-keep") {
+        ctx.opt.observe_keep = true;
       } else if (auto it = takes_value.find(a); it != takes_value.end()) {
         if (i + 1 >= argc) throw std::runtime_error(a + " needs a value");
         it->second(argv[++i]);
@@ -211,8 +225,9 @@ int main(int argc, char** argv) {
     if (positional.size() != 1) throw std::runtime_error("expected one conninfo argument");
     if (ctx.opt.seconds < 1 || ctx.opt.drain_jobs < 1 || ctx.opt.latency_rate < 1 ||
         ctx.opt.latency_samples < 1 || ctx.opt.memory_jobs < 1 || ctx.opt.memory_jobs > 10000 ||
-        ctx.opt.retained < 1 || ctx.opt.pinned_minutes < 1 || ctx.opt.pinned_rate < 100 ||
-        ctx.opt.soak_minutes < 1 || ctx.opt.soak_rate < 0 || ctx.opt.soak_window_seconds < 1) {
+        ctx.opt.retained < 1 || ctx.opt.observe_retained < 1000 || ctx.opt.pinned_minutes < 1 ||
+        ctx.opt.pinned_rate < 100 || ctx.opt.soak_minutes < 1 || ctx.opt.soak_rate < 0 ||
+        ctx.opt.soak_window_seconds < 1) {
       throw std::runtime_error("a numeric option is out of range");
     }
   } catch (const std::exception& e) {
@@ -232,6 +247,8 @@ int main(int argc, char** argv) {
       {"pinned", bench::run_pinned},
       {"soak", bench::run_soak},
       {"transactions", bench::run_transactions},
+      {"cli", bench::run_cli},
+      {"observe", bench::run_observe},
   };
   std::map<std::string, bool> wanted;
   std::stringstream list(only);

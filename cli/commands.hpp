@@ -39,4 +39,12 @@ int cancel(const context& ctx, const std::vector<std::int64_t>& ids);
 int gc(const context& ctx, const std::string& retain_done, const std::string& retain_dead);
 int pause(const context& ctx, const std::string& queue, bool paused);
 
+// commands/top.cpp
+struct top_args {
+  double interval = 1;  ///< seconds between readings (0.1 to 3600)
+  int iterations = 0;   ///< frames to print, then exit; 0: until 'q' or a signal
+  bool once = false;    ///< one frame (no rates)
+};
+int top(const context& ctx, const top_args& args);
+
 }  // namespace pgqueue_cli

@@ -136,6 +136,17 @@ int main(int argc, char** argv) {
   worker_cmd->add_option("role", role, "role name")->required();
   worker_cmd->callback([&] { action = [&] { return grant(ctx, role, true); }; });
 
+  top_args top_opts;
+  auto* top_cmd = app.add_subcommand(
+      "top", "the queues live: counts, age, lag and rates per queue (q quits; space: now)");
+  top_cmd->add_option("--interval", top_opts.interval,
+                      "seconds between readings (default 1; 0.1 to 3600)");
+  auto* once_flag = top_cmd->add_flag("--once", top_opts.once, "print one frame and exit");
+  top_cmd->add_option("--iterations", top_opts.iterations, "print this many frames, then exit")
+      ->check(CLI::PositiveNumber)
+      ->excludes(once_flag);
+  top_cmd->callback([&] { action = [&] { return top(ctx, top_opts); }; });
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -17,6 +17,8 @@ void run_memory(context& ctx);        ///< peak RSS with many jobs in flight
 void run_pinned(context& ctx);        ///< a steady rate while a transaction holds the horizon
 void run_soak(context& ctx);          ///< half the peak rate for a long time, gc running
 void run_transactions(context& ctx);  ///< transactional enqueue on a pool, checkout cost
+void run_cli(context& ctx);           ///< the pgqueue command's enqueue from stdin vs the library
+void run_observe(context& ctx);       ///< depth, queue_summary, metrics with 10M done jobs
 
 /// The memory scenario's child process: prints "<baseline KiB> <peak KiB>" and exits.
 int memory_child(const std::string& mode, const std::string& dsn, int jobs);

@@ -8,17 +8,19 @@
 namespace bench {
 
 struct options {
-  std::string dsn;               ///< the server (any database); scenarios create their own
-  int seconds = 5;               ///< length of each timed run
-  long drain_jobs = 50000;       ///< jobs pre-filled for a drain (scale: 20,000)
-  long retained = 1000000;       ///< completed jobs retained in the scale scenario
-  bool scale_10m = false;        ///< also measure with 10,000,000 retained
-  int latency_samples = 1200;    ///< jobs timed in a latency run (after a warm-up)
-  int latency_rate = 200;        ///< jobs per second enqueued in a latency run
-  int memory_jobs = 10000;       ///< leases held in the memory scenario
-  int pinned_minutes = 10;       ///< length of the pinned-horizon run
-  int pinned_rate = 5000;        ///< jobs per second in and out in the pinned-horizon run
-  int soak_minutes = 30;         ///< length of the soak
+  std::string dsn;                   ///< the server (any database); scenarios create their own
+  int seconds = 5;                   ///< length of each timed run
+  long drain_jobs = 50000;           ///< jobs pre-filled for a drain (scale: 20,000)
+  long retained = 1000000;           ///< completed jobs retained in the scale scenario
+  bool scale_10m = false;            ///< also measure with 10,000,000 retained
+  long observe_retained = 10000000;  ///< observe: done jobs retained over its 1,000 queues
+  bool observe_keep = false;         ///< observe: keep its database (and reuse a kept one)
+  int latency_samples = 1200;        ///< jobs timed in a latency run (after a warm-up)
+  int latency_rate = 200;            ///< jobs per second enqueued in a latency run
+  int memory_jobs = 10000;           ///< leases held in the memory scenario
+  int pinned_minutes = 10;           ///< length of the pinned-horizon run
+  int pinned_rate = 5000;            ///< jobs per second in and out in the pinned-horizon run
+  int soak_minutes = 30;             ///< length of the soak
   int soak_rate = 0;             ///< soak: jobs per second in and out (0: half the worker's peak)
   int soak_window_seconds = 30;  ///< soak: one sample per window
   std::string soak_out;          ///< soak: PREFIX for PREFIX.tsv and PREFIX.png

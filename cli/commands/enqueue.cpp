@@ -2,9 +2,12 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <iostream>
 #include <optional>
 #include <string>
@@ -76,6 +79,42 @@ struct signal_guard {
   }
 };
 
+// Lines of stdin, read in large blocks with read(2): std::getline on std::cin (synchronised
+// with stdio) cost more than the server's work per job (benchmarks/README.md, "cli"). A signal
+// interrupts a blocked read (note_signal is installed without SA_RESTART): next() then
+// returns false with `interrupted` set.
+class line_reader {
+ public:
+  /// The next line without its newline (a last line without one too); false at the end of
+  /// stdin, on an error, or once a signal came.
+  bool next(std::string& line) {
+    line.clear();
+    for (;;) {
+      const auto* start = buffer_.data() + at_;
+      const auto* nl = static_cast<const char*>(std::memchr(start, '\n', end_ - at_));
+      if (nl) {
+        line.append(start, nl);
+        at_ = static_cast<std::size_t>(nl - buffer_.data()) + 1;
+        return true;
+      }
+      line.append(start, end_ - at_);
+      at_ = end_ = 0;
+      if (eof_ || interrupted) return !line.empty() && !interrupted;
+      const auto n = ::read(STDIN_FILENO, buffer_.data(), buffer_.size());
+      if (n > 0) {
+        end_ = static_cast<std::size_t>(n);
+      } else if (n == 0 || errno != EINTR) {
+        eof_ = true;
+      }
+    }
+  }
+
+ private:
+  std::vector<char> buffer_ = std::vector<char>(1 << 16);
+  std::size_t at_ = 0, end_ = 0;
+  bool eof_ = false;
+};
+
 struct stdin_enqueue {
   stdin_enqueue(const context& c, pgqueue::queue& queue, const pgqueue::enqueue_options& o)
       : ctx(c), q(queue), opts(o) {}
@@ -88,6 +127,7 @@ struct stdin_enqueue {
   std::int64_t first_id = 0, last_id = 0;
   std::vector<std::pair<long, std::string>> batch;  // (line number, payload)
   long bad_line = 0;                                // the line the server refused
+  long not_json_line = 0;                           // the first line that is not JSON
   std::string bad_reason;
 
   void took(const std::vector<std::int64_t>& ids, long through_line) {
@@ -99,14 +139,17 @@ struct stdin_enqueue {
     bar.update(enqueued);
   }
 
-  // Sends the batch. When the server refuses it for its input (a line it cannot store), sends
-  // its lines one at a time up to the refused one, so that everything before it is in and the
-  // message can name it (bad_line). Other failures propagate.
+  // Sends the batch. When the server refuses it for its input, finds the first line that is
+  // not JSON (checked here only then: a check of every line cost as much as the server's work),
+  // sends the lines before it and stops there (not_json_line); when every line is JSON, sends
+  // them one at a time up to the one the server refuses, so that everything before it is in and
+  // the message can name it (bad_line). Other failures propagate.
   asio::awaitable<void> send() {
     if (batch.empty()) co_return;
     std::vector<std::pair<long, std::string>> lines;
     lines.swap(batch);
     std::vector<std::string> payloads;
+    payloads.reserve(lines.size());
     for (const auto& l : lines) payloads.push_back(l.second);
     bool refused = false;
     try {
@@ -117,6 +160,16 @@ struct stdin_enqueue {
       refused = true;
     }
     if (!refused) co_return;
+    const auto not_json = std::find_if(lines.begin(), lines.end(), [](const auto& l) {
+      return !nlohmann::json::accept(l.second);
+    });
+    if (not_json != lines.end()) {
+      not_json_line = not_json->first;
+      lines.erase(not_json, lines.end());
+      batch.swap(lines);
+      co_await send();  // the lines before it (this finds what else the server refuses)
+      co_return;
+    }
     for (const auto& [line_no, payload] : lines) {
       std::optional<std::int64_t> id;
       try {
@@ -164,29 +217,25 @@ struct stdin_enqueue {
 
   asio::awaitable<int> run(int batch_size) {
     signal_guard guard;
+    line_reader in;
     std::string line;
     long line_no = 0;
-    while (!interrupted && std::getline(std::cin, line)) {
+    while (!bad_line && !not_json_line && in.next(line)) {
       ++line_no;
       if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-      if (!nlohmann::json::accept(line)) {
-        co_await send();  // everything before this line goes in; nothing after
-        if (bad_line == 0) {
-          co_return report(exit_code::usage, "line " + std::to_string(line_no) +
-                                                 " is not JSON; stopped there: " + how_far() +
-                                                 ", nothing after");
-        }
-        break;
-      }
       batch.emplace_back(line_no, std::move(line));
       if (static_cast<int>(batch.size()) >= batch_size) co_await send();
-      if (bad_line) break;
     }
-    if (!bad_line) co_await send();
+    if (!bad_line && !not_json_line) co_await send();
     if (bad_line) {
       co_return report(exit_code::usage, "line " + std::to_string(bad_line) +
                                              " was refused: " + bad_reason +
                                              "; stopped there: " + how_far() + ", nothing after");
+    }
+    if (not_json_line) {
+      co_return report(exit_code::usage, "line " + std::to_string(not_json_line) +
+                                             " is not JSON; stopped there: " + how_far() +
+                                             ", nothing after");
     }
     if (interrupted) {
       co_return report(exit_code::interrupted, "interrupted by a signal: " + how_far() +

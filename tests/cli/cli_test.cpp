@@ -16,19 +16,13 @@
 #include "support/server.hpp"
 #include "support/session.hpp"
 #include "support/sql_api.hpp"
+#include "support/tool.hpp"
 
 namespace cli_test {
 
 using namespace pgq_test;
 
 namespace {
-
-// Runs the tool on database `db` (through PGQUEUE_DSN, as a user would set it).
-command_result tool(const scratch_database& db, std::vector<std::string> args,
-                    const std::string& input = "") {
-  args.insert(args.begin(), PGQUEUE_TOOL);
-  return run_command(args, input, {"PGQUEUE_DSN=" + db.dsn()});
-}
 
 std::string state_of(session& s, std::int64_t id) {
   return read_job(s, id).state;
@@ -92,6 +86,18 @@ TEST_CASE(
   CHECK(r.err.find("line 4 is not JSON") != std::string::npos);
   CHECK(r.err.find("stopped there: lines 1-3 were enqueued (3 jobs, ids ") != std::string::npos);
   CHECK(admin.integer("SELECT count(*) FROM pgqueue.jobs WHERE queue = 'bulk'") == 3);
+  // Within one batch (JSON is checked when the server refuses the batch): the lines before it
+  // go in as a batch of their own.
+  auto in_batch = tool(db, {"enqueue", "one_batch"}, "{}\n[1]\nnope\n{}\n");
+  CHECK(in_batch.exit_code == 2);
+  CHECK(in_batch.err.find("line 3 is not JSON; stopped there: lines 1-2 were enqueued") !=
+        std::string::npos);
+  CHECK(admin.integer("SELECT count(*) FROM pgqueue.jobs WHERE queue = 'one_batch'") == 2);
+  // A last line without a newline is a line.
+  auto unterminated = tool(db, {"enqueue", "last"}, "{}\n{\"last\": true}");
+  CHECK(unterminated.exit_code == 0);
+  CHECK(admin.integer("SELECT count(*) FROM pgqueue.jobs WHERE queue = 'last' "
+                      "AND payload = '{\"last\": true}'") == 1);
 }
 
 TEST_CASE(

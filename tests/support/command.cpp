@@ -32,7 +32,8 @@ struct pipe_pair {
   }
 };
 
-// The environment with `extra` laid over it.
+}  // namespace
+
 std::vector<std::string> environment_with(const std::vector<std::string>& extra) {
   std::vector<std::string> result;
   for (char** e = environ; *e; ++e) {
@@ -45,8 +46,6 @@ std::vector<std::string> environment_with(const std::vector<std::string>& extra)
   result.insert(result.end(), extra.begin(), extra.end());
   return result;
 }
-
-}  // namespace
 
 command_result run_command(const std::vector<std::string>& argv, const std::string& input,
                            const std::vector<std::string>& env, std::chrono::seconds limit) {

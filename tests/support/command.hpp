@@ -20,4 +20,7 @@ command_result run_command(const std::vector<std::string>& argv, const std::stri
                            const std::vector<std::string>& env = {},
                            std::chrono::seconds limit = std::chrono::seconds(60));
 
+// This process's environment with `extra` laid over it ("NAME=value" replaces NAME).
+std::vector<std::string> environment_with(const std::vector<std::string>& extra);
+
 }  // namespace pgq_test
