@@ -33,6 +33,19 @@ int queues(const context& ctx);
 int jobs(const context& ctx, const std::string& queue, const std::string& state, int limit);
 int job(const context& ctx, std::int64_t id);
 
+// commands/schedule.cpp
+struct schedule_args {
+  std::string name, queue, cron;
+  std::string payload = "{}";
+  std::string time_zone = "UTC";
+  std::string catch_up = "latest";
+  int priority = 0;
+  int max_attempts = 5;
+};
+int schedule(const context& ctx, const schedule_args& args);
+int schedules(const context& ctx);
+int unschedule(const context& ctx, const std::string& name);
+
 // commands/control.cpp
 int retry(const context& ctx, const std::string& queue, const std::vector<std::int64_t>& ids);
 int cancel(const context& ctx, const std::vector<std::int64_t>& ids);

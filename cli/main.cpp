@@ -136,6 +136,36 @@ int main(int argc, char** argv) {
   worker_cmd->add_option("role", role, "role name")->required();
   worker_cmd->callback([&] { action = [&] { return grant(ctx, role, true); }; });
 
+  schedule_args sched;
+  auto* schedule_cmd = app.add_subcommand(
+      "schedule", "declare a periodic job: a job into QUEUE at each slot of CRON (idempotent)");
+  schedule_cmd->add_option("name", sched.name, "the schedule's name")->required();
+  schedule_cmd->add_option("queue", sched.queue, "queue name")->required();
+  schedule_cmd
+      ->add_option("cron", sched.cron,
+                   "five cron fields, @hourly, @daily, ..., or '@every 30 seconds'")
+      ->required();
+  schedule_cmd->add_option("payload", sched.payload, "each job's JSON (default {})");
+  schedule_cmd->add_option("--time-zone", sched.time_zone,
+                           "the wall clock the cron fields are read in (default UTC)");
+  schedule_cmd->add_option("--catch-up", sched.catch_up,
+                           "after downtime: latest (one job for the missed slots, default) or "
+                           "skip (none)");
+  schedule_cmd->add_option("--priority", sched.priority, "higher runs sooner (default 0)");
+  schedule_cmd
+      ->add_option("--max-attempts", sched.max_attempts,
+                   "each job runs at most this often (default 5)")
+      ->check(CLI::Range(1, std::numeric_limits<int>::max()));
+  schedule_cmd->callback([&] { action = [&] { return schedule(ctx, sched); }; });
+  auto* schedules_cmd =
+      app.add_subcommand("schedules", "list the periodic jobs: cron, zone, next and last slot");
+  schedules_cmd->callback([&] { action = [&] { return schedules(ctx); }; });
+  std::string unschedule_name;
+  auto* unschedule_cmd =
+      app.add_subcommand("unschedule", "remove a periodic job (the jobs it enqueued stay)");
+  unschedule_cmd->add_option("name", unschedule_name, "the schedule's name")->required();
+  unschedule_cmd->callback([&] { action = [&] { return unschedule(ctx, unschedule_name); }; });
+
   top_args top_opts;
   auto* top_cmd = app.add_subcommand(
       "top", "the queues live: counts, age, lag and rates per queue (q quits; space: now)");

@@ -21,8 +21,8 @@ namespace pgqueue {
 /// - `pgqueue_queue_jobs{queue,state}` (gauge): jobs by state: ready (due now), scheduled,
 ///   claimed, dead, cancelled, done (retained);
 /// - `pgqueue_queue_paused` (gauge, 0 or 1);
-/// - `pgqueue_queue_oldest_ready_age_seconds`, `pgqueue_queue_lag_seconds` (gauges; 0 when
-///   nothing is ready / due): alert on lag;
+/// - `pgqueue_queue_oldest_ready_age_seconds`, `pgqueue_queue_lag_seconds` (gauges: since the
+///   oldest due job's enqueue, and since it became due; 0 when none is due): alert on lag;
 /// - `pgqueue_queue_enqueued_total`, `pgqueue_queue_done_total`, `pgqueue_queue_failed_total`
 ///   (counters: use rate()).
 /// No I/O: read `status` with read_queue_status() (one round trip).
@@ -46,8 +46,8 @@ class worker_metrics {
             0.5,    1,     2.5,    5,     10,   30,    60,   300};
   }
 
-  /// `wait_buckets` and `run_buckets`: ascending upper bounds in seconds (sorted and
-  /// deduplicated here).
+  /// `wait_buckets` and `run_buckets`: upper bounds in seconds (sorted and deduplicated here;
+  /// NaN and infinities are dropped: the +Inf bucket is always there).
   explicit worker_metrics(std::vector<double> wait_buckets = default_buckets(),
                           std::vector<double> run_buckets = default_buckets());
 

@@ -209,8 +209,8 @@ class queue {
   }
 
   struct acked_and_claimed {
-    std::int64_t acked = 0;     // acks the server confirmed
-    std::vector<lease> leases;  // jobs claimed
+    std::vector<std::int64_t> acked;  // the jobs whose acks the server confirmed
+    std::vector<lease> leases;        // jobs claimed
   };
 
   // The worker's busy path: acks finished jobs (`ids` with their lease `tokens`) and claims up

@@ -24,7 +24,7 @@ struct queue_status {
   std::int64_t dead = 0;
   std::int64_t cancelled = 0;
   std::int64_t done = 0;  ///< done jobs still retained (gc deletes them)
-  /// Seconds since the oldest ready job was enqueued; none when nothing is ready.
+  /// Seconds since the oldest ready job that is due now was enqueued; none when none is.
   std::optional<double> oldest_ready_age_s;
   /// Seconds the oldest due ready job has waited since it became due (the queue's lag); none
   /// when no ready job is due.

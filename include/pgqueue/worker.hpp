@@ -284,6 +284,19 @@ class worker {
   // expires. True when nacked, false when the lease was lost. Throws what the last nack throws.
   asio::awaitable<bool> nack_failed(lease& l, std::string reason);
 
+  // Tells the observer how the worker's acks of `batch` ended: `finished` for the jobs in
+  // `acked` (or for all, when `all_acked`: a repeated ack that count_acked found all done),
+  // `lost` for the others.
+  void notify_acks(const std::vector<std::shared_ptr<detail::lease_state>>& batch,
+                   const std::vector<std::int64_t>& acked, bool all_acked) noexcept {
+    if (!options_.observer) return;
+    for (const auto& s : batch) {
+      const bool done =
+          all_acked || std::find(acked.begin(), acked.end(), s->the_job.id) != acked.end();
+      notify(done ? job_event_kind::finished : job_event_kind::lost, s->the_job, s->handler_time);
+    }
+  }
+
   // Tells the observer, if any (noexcept: a throwing observer terminates, as documented).
   void notify(job_event_kind kind, const job& j, clock::duration run_time = {},
               std::string_view error = {}) noexcept {

@@ -47,7 +47,7 @@ $$;
 
 -- One row per queue known to the database (it has jobs, counters or a pause): the jobs in
 -- each state (ready split into due now and scheduled for later), whether it is paused, how old
--- its oldest ready job is, its lag (how long the oldest due ready job has waited), and totals
+-- its oldest ready job due now is (since its enqueue), its lag (how long the oldest due ready job has waited), and totals
 -- that only grow, for rates: jobs ever enqueued, done, and failed attempts (nacks and expired
 -- leases) since version 7. What `pgqueue queues`, `top`, the dashboard and the metrics read.
 -- Each state is read through its own partial index, done jobs from their counters, as `depth`.
@@ -75,7 +75,7 @@ AS $$
     SELECT j.queue,
            count(*) FILTER (WHERE j.run_after <= now()) AS ready,
            count(*) FILTER (WHERE j.run_after > now()) AS scheduled,
-           min(j.created_at) AS oldest,
+           min(j.created_at) FILTER (WHERE j.run_after <= now()) AS oldest,  -- of the due ones
            -- ('-infinity' has no lag: the difference would be an error)
            min(j.run_after) FILTER (WHERE j.run_after <= now() AND j.run_after > '-infinity')
              AS oldest_due

@@ -316,3 +316,50 @@ TEST_CASE("grant-producer lets a role enqueue and nothing more", "[cli]") {
 }
 
 }  // namespace cli_test
+
+namespace cli_test {
+
+TEST_CASE(
+    "schedule declares a periodic job idempotently, schedules lists it, unschedule "
+    "removes it; a bad expression changes nothing",
+    "[cli]") {
+  scratch_database db(true);
+  session admin(db.dsn());
+  auto first = tool(db, {"schedule", "nightly", "reports", "30 2 * * *", R"({"kind":"daily"})",
+                         "--time-zone", "Europe/Berlin", "--catch-up", "skip"});
+  INFO(first.err);
+  CHECK(first.exit_code == 0);
+  CHECK(first.out.starts_with("scheduled nightly, next at "));
+  auto again =
+      tool(db, {"--json", "schedule", "nightly", "reports", "30 2 * * *", R"({"kind":"daily"})",
+                "--time-zone", "Europe/Berlin", "--catch-up", "skip"});
+  CHECK(again.exit_code == 0);
+  CHECK(nlohmann::json::parse(again.out)["changed"] == false);
+  CHECK(*admin.scalar("SELECT concat_ws(' ', queue, cron, time_zone, catch_up, payload) "
+                      "FROM pgqueue.schedules") ==
+        "reports 30 2 * * * Europe/Berlin skip {\"kind\": \"daily\"}");
+
+  auto list = tool(db, {"--json", "schedules"});
+  CHECK(list.exit_code == 0);
+  const auto rows = nlohmann::json::parse(list.out);
+  REQUIRE(rows.size() == 1);
+  CHECK(rows[0]["name"] == "nightly");
+  CHECK(rows[0]["payload"]["kind"] == "daily");
+
+  for (const std::vector<std::string>& bad :
+       {std::vector<std::string>{"schedule", "x", "q", "61 * * * *"},
+        std::vector<std::string>{"schedule", "x", "q", "* * * * *", "{nope"},
+        std::vector<std::string>{"schedule", "x", "q", "* * * * *", "--time-zone", "Mars/Base"},
+        std::vector<std::string>{"schedule", "x", "q", "* * * * *", "--catch-up", "all"}}) {
+    auto refused = tool(db, bad);
+    INFO(refused.err);
+    CHECK(refused.exit_code == 2);
+  }
+  CHECK(admin.integer("SELECT count(*) FROM pgqueue.schedules") == 1);
+
+  CHECK(tool(db, {"unschedule", "nightly"}).exit_code == 0);
+  CHECK(tool(db, {"unschedule", "nightly"}).exit_code == 1);
+  CHECK(admin.integer("SELECT count(*) FROM pgqueue.schedules") == 0);
+}
+
+}  // namespace cli_test

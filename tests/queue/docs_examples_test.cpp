@@ -144,13 +144,30 @@ asio::awaitable<std::string> observed(pgqueue::queue q, pgqueue::database db) {
                     << e.error << "\n";
         metrics.record(e);
       }});
+  asio::steady_timer serve_for(co_await asio::this_coro::executor, std::chrono::seconds(1));
   using namespace asio::experimental::awaitable_operators;
-  co_await (w.run() || delivered.wait_for(2));
+  co_await (w.run() || serve_for.async_wait(asio::use_awaitable));
   std::string text;  // what the application's GET /metrics answers
   auto status = co_await pgqueue::read_queue_status(db);  // one round trip
   pgqueue::write_queue_metrics(text, status);
   metrics.write(text);
   co_return text;
+}
+
+// ---- docs/cpp-api.md: periodic jobs ----
+asio::awaitable<void> declare_schedules(pgqueue::database db) {
+  pgqueue::schedule nightly{.name = "nightly-report",
+                            .queue = "reports",
+                            .cron = "30 2 * * *",  // 02:30 on Berlin's wall clock
+                            .payload = R"({"kind":"daily"})",
+                            .time_zone = "Europe/Berlin"};
+  co_await pgqueue::declare_schedule(db, nightly);  // true when created or changed
+  pgqueue::schedule ping{.name = "ping",
+                         .queue = "health",
+                         .cron = "@every 30 seconds",
+                         .catch_up = pgqueue::schedule::catch_up_policy::skip};
+  co_await pgqueue::declare_schedule(db, ping);
+  co_await pgqueue::remove_schedule(db, "ping");  // its jobs stay
 }
 
 // clang-format on
@@ -293,6 +310,24 @@ TEST_CASE("the observing example logs, counts and writes the metrics", "[queue][
   CHECK(delivered.payloads.size() == 2);
   CHECK_THAT(text, Catch::Contains("pgqueue_worker_jobs_claimed_total{queue=\"mail\"} 2\n"));
   CHECK_THAT(text, Catch::Contains("pgqueue_queue_enqueued_total{queue=\"mail\"} 2\n"));
+}
+
+}  // namespace queue_docs_examples_test
+
+namespace queue_docs_examples_test {
+
+TEST_CASE("the periodic jobs example declares one schedule and removes the other",
+          "[queue][docs]") {
+  scratch_database db;
+  session s(db.dsn());
+  run_async([&]() -> asio::awaitable<void> {
+    auto conn = co_await pgqueue::connect(co_await asio::this_coro::executor, db.dsn());
+    co_await declare_schedules(conn);
+    co_await declare_schedules(conn);  // again: unchanged
+  });
+  CHECK(*s.scalar("SELECT concat_ws(' ', name, queue, cron, time_zone, catch_up, payload) "
+                  "FROM pgqueue.schedules") ==
+        "nightly-report reports 30 2 * * * Europe/Berlin latest {\"kind\": \"daily\"}");
 }
 
 }  // namespace queue_docs_examples_test

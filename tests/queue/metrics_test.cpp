@@ -1,7 +1,7 @@
 // What a worker tells its observer (worker_options::observer), and the Prometheus text that
 // worker_metrics and write_queue_metrics make of it and of the server's counts, checked with
 // Prometheus' own promtool.
-#include <fstream>
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -11,6 +11,7 @@
 #include "support/command.hpp"
 #include "support/queue_fixture.hpp"
 #include "support/session.hpp"
+#include "support/sql_api.hpp"
 
 namespace queue_metrics_test {
 
@@ -145,6 +146,53 @@ TEST_CASE(
   const auto twice = run_command({PGQUEUE_PROMTOOL, "check", "metrics"}, server + server, {},
                                  std::chrono::seconds(30));
   CHECK(twice.exit_code != 0);
+}
+
+TEST_CASE("a job whose lease was lost while its handler ran ends lost, as stats() counts it",
+          "[metrics]") {
+  queue_fixture f;
+  session admin(f.db.dsn());
+  using k = pgqueue::job_event_kind;
+  std::vector<k> endings;
+  pgqueue::worker_stats stats;
+  run_async([&]() -> asio::awaitable<void> {
+    pgqueue::queue q{co_await f.connect(), "q"};
+    co_await q.enqueue("{}");
+    pgqueue::worker* self = nullptr;
+    pgqueue::worker w(q,
+                      [&](const pgqueue::job& j) -> asio::awaitable<void> {
+                        // The janitor takes it back behind the handler's back; the handler returns,
+                        // the worker's ack is refused.
+                        CHECK(take_back(admin, j.id) == 1);
+                        self->stop();
+                        co_return;
+                      },
+                      {.concurrency = 1, .observer = [&](const pgqueue::job_event& e) {
+                         if (e.kind != k::claimed && e.kind != k::started)
+                           endings.push_back(e.kind);
+                       }});
+    self = &w;
+    co_await w.run();
+    stats = w.stats();
+  });
+  CHECK(endings == std::vector<k>{k::lost});
+  CHECK(stats.lost == 1);
+  CHECK(stats.acked == 0);
+}
+
+TEST_CASE("histogram bounds: NaN and infinities are dropped, +Inf is written once", "[metrics]") {
+  const std::vector<double> bounds{0.1, INFINITY, NAN, -INFINITY, 1, 0.1};
+  pgqueue::worker_metrics m(bounds, bounds);
+  pgqueue::job j;
+  j.queue = "q";
+  m.record(pgqueue::job_event{pgqueue::job_event_kind::claimed, j});
+  std::string text;
+  m.write(text);
+  CHECK_THAT(text, Catch::Contains("pgqueue_job_wait_seconds_bucket{queue=\"q\",le=\"0.1\"} 1\n"
+                                   "pgqueue_job_wait_seconds_bucket{queue=\"q\",le=\"1\"} 1\n"
+                                   "pgqueue_job_wait_seconds_bucket{queue=\"q\",le=\"+Inf\"} 1\n"
+                                   "pgqueue_job_wait_seconds_sum"));
+  CHECK_THAT(text, !Catch::Contains("NaN") && !Catch::Contains("-Inf"));
 }
 
 }  // namespace queue_metrics_test

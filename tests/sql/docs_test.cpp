@@ -42,6 +42,16 @@ SELECT e->>'attempt' AS attempt, e->>'at' AS at, e->>'holder' AS holder, e->>'er
  WHERE j.id = 1;
 )sql";
 
+// docs/sql-api.md: periodic jobs.
+const char* schedules_example = R"sql(
+SELECT pgqueue.schedule('nightly', 'reports', '30 2 * * *', '{"n":1}', 'Europe/Berlin');  -- t
+SELECT pgqueue.schedule('nightly', 'reports', '30 2 * * *', '{"n":1}', 'Europe/Berlin');  -- f (unchanged)
+SELECT pgqueue.schedule('ping', 'health', '@every 30 seconds', '{}', 'UTC', 'skip');      -- t
+SELECT pgqueue.cron_next('30 2 * * *', 'Europe/Berlin', '2026-10-24 12:00+00') = '2026-10-25 00:30+00';  -- t
+SELECT count(*) FROM pgqueue.schedules;                                                   -- 2
+SELECT pgqueue.unschedule('ping');                                                         -- t
+)sql";
+
 // ---- docs/security.md ----
 const char* roles_example = R"sql(
 CREATE ROLE app_producer LOGIN PASSWORD '...';
@@ -95,6 +105,14 @@ TEST_CASE("the SQL API example gives the results its comments say", "[docs]") {
   CHECK(*failures[0][0] == "1");
   CHECK(*failures[0][2] == "worker-1");
   CHECK(*failures[0][3] == "smtp timeout");
+}
+
+TEST_CASE("the periodic jobs example gives the results its comments say", "[docs]") {
+  scratch_database db;
+  session s(db.dsn());
+  run_checked(s, schedules_example);
+  CHECK(*s.scalar("SELECT name || ' ' || payload::text FROM pgqueue.schedules") ==
+        "nightly {\"n\": 1}");
 }
 
 TEST_CASE("the roles example grants what it says", "[docs]") {

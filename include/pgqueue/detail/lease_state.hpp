@@ -67,6 +67,9 @@ struct lease_state : std::enable_shared_from_this<lease_state> {
   // Our estimate of lease_until: written by the heartbeat (connection strand), read by final
   // operations and the worker (their own executors).
   std::atomic<std::chrono::steady_clock::time_point> expires;
+  // The handler's run time, kept while the worker's ack of the job is pending (for the
+  // observer's event, told once the server has answered the ack).
+  std::chrono::steady_clock::duration handler_time{};
   // An ack or nack sent inside the application's transaction, which has not ended: the lease is
   // held until it does (committed: finished; rolled back: held as before). A handle destroyed
   // meanwhile leaves its reason here, for the rollback to give the job back with.

@@ -36,7 +36,7 @@ PGQUEUE_DECL void write_queue_metrics(std::string& out, const std::vector<queue_
     p::append_sample(out, "pgqueue_queue_paused", labels(q), std::int64_t{q.paused ? 1 : 0});
   }
   p::append_family(out, "pgqueue_queue_oldest_ready_age_seconds", "gauge",
-                   "Age of the queue's oldest ready job (0 when none is ready).");
+                   "Age of the queue's oldest ready job due now (0 when none is).");
   for (const auto& q : status) {
     p::append_sample(out, "pgqueue_queue_oldest_ready_age_seconds", labels(q),
                      q.oldest_ready_age_s.value_or(0.0));
@@ -63,7 +63,10 @@ PGQUEUE_DECL void write_queue_metrics(std::string& out, const std::vector<queue_
 }
 
 namespace detail {
+// Finite bounds only (+Inf is always the last bucket; NaN and -Inf bound nothing), sorted,
+// once each.
 inline std::vector<double> ascending(std::vector<double> b) {
+  std::erase_if(b, [](double v) { return !std::isfinite(v); });
   std::sort(b.begin(), b.end());
   b.erase(std::unique(b.begin(), b.end()), b.end());
   return b;

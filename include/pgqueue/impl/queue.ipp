@@ -196,9 +196,9 @@ PGQUEUE_DECL asio::awaitable<queue::acked_and_claimed> queue::ack_and_try_claim(
   auto home = co_await asio::this_coro::executor;
   const auto& o = s_->options;
   auto r = co_await s_->db.query_prepared(
-      "SELECT NULL::bigint, NULL::text, NULL::text, NULL::int, NULL::int, "
-      "cardinality(pgqueue.ack_batch($5::bigint[], $2, $6::bigint[])), NULL::bigint, "
+      "SELECT NULL::bigint, NULL::text, NULL::text, NULL::int, NULL::int, NULL::int, a.id, "
       "NULL::float8, NULL::float8 "
+      "FROM unnest(pgqueue.ack_batch($5::bigint[], $2, $6::bigint[])) a(id) "
       "UNION ALL "
       "SELECT id, queue, payload::text, priority, attempts, max_attempts, lease_token, " +
           std::string(claim_times_sql) + " FROM pgqueue.claim_batch($1, $2, $3, $4::interval)",
@@ -206,7 +206,7 @@ PGQUEUE_DECL asio::awaitable<queue::acked_and_claimed> queue::ack_and_try_claim(
       pg::cancel_until_sent);
   acked_and_claimed out;
   for (int i = 0; i < r.rows(); ++i) {
-    if (r.is_null(i, 0)) out.acked = r.get<int>(i, 5);
+    if (r.is_null(i, 0)) out.acked.push_back(r.get<std::int64_t>(i, 6));  // an acked job
   }
   out.leases = leases_from(r, home);
   co_return out;

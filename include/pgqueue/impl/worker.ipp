@@ -310,16 +310,18 @@ PGQUEUE_DECL asio::awaitable<std::vector<lease>> worker::ack_and_claim(int want)
   const bool repeated = std::exchange(acks_repeated_, false);
   try {
     auto r = co_await q_.ack_and_try_claim(ids, tokens, want);
-    std::int64_t acked = r.acked;
+    auto acked = static_cast<std::int64_t>(r.acked.size());
     if (repeated && acked < sent) {
       acked = co_await count_acked(std::move(ids), std::move(tokens));
     }
     stats_.acked += acked;
     stats_.lost += sent - acked;
+    notify_acks(batch, r.acked, acked == sent);
     co_return std::move(r.leases);
   } catch (const error& e) {
     if (!reconnecting(e)) {
       stats_.lost += sent;  // unconfirmed: the leases expire and the jobs run again
+      notify_acks(batch, {}, false);
       throw;
     }
     retry_acks(batch);
@@ -334,6 +336,7 @@ PGQUEUE_DECL void worker::retry_acks(std::vector<std::shared_ptr<detail::lease_s
       to_ack_.insert(to_ack_.begin(), std::move(s));
     } else {
       ++stats_.lost;
+      notify(job_event_kind::lost, s->the_job, s->handler_time);
     }
   }
   acks_repeated_ = true;
@@ -396,7 +399,7 @@ PGQUEUE_DECL asio::awaitable<void> worker::run_job(lease l, std::shared_ptr<runn
   // below must still reach the server.
   co_await asio::this_coro::reset_cancellation_state();
   const auto run_time = clock::now() - started;
-  auto ending = job_event_kind::lost;
+  std::optional<job_event_kind> ending = job_event_kind::lost;
   std::string error;
   try {
     switch (detail::next_step(l.finished(), failure.has_value(), l.lost(), forced_,
@@ -420,8 +423,9 @@ PGQUEUE_DECL asio::awaitable<void> worker::run_job(lease l, std::shared_ptr<runn
         if (co_await nack_failed(l, std::move(*failure))) ending = job_event_kind::failed;
         break;
       case detail::job_step::coalesced:
+        if (observed) observed->handler_time = run_time;
         to_ack_.push_back(l.detach_for_ack());
-        ending = job_event_kind::finished;
+        ending = std::nullopt;  // told once the server has answered the ack (notify_acks)
         // This job's slot is free now, so the claim loop claims within a round trip.
         if (detail::flush_acks_now(idle_, stopping_)) flush_acks();
         break;
@@ -435,7 +439,7 @@ PGQUEUE_DECL asio::awaitable<void> worker::run_job(lease l, std::shared_ptr<runn
     ++stats_.lost;  // lease lost, or the connection failed: the job runs again
     ending = job_event_kind::lost;
   }
-  if (observed) notify(ending, observed->the_job, run_time, error);
+  if (observed && ending) notify(*ending, observed->the_job, run_time, error);
   --in_flight_;
   std::erase(handlers_, self);
   changed_->notify();
@@ -497,23 +501,28 @@ PGQUEUE_DECL asio::awaitable<void> worker::ack_loop() {
     try {
       pg::params p{ids, q_.options().worker_id, tokens};
       auto r = co_await q_.db().query_prepared(
-          "SELECT cardinality(pgqueue.ack_batch($1::bigint[], $2, $3::bigint[]))", std::move(p));
-      auto acked = r.get<std::int64_t>(0, 0);
+          "SELECT unnest(pgqueue.ack_batch($1::bigint[], $2, $3::bigint[]))", std::move(p));
+      std::vector<std::int64_t> acked_ids;
+      for (int i = 0; i < r.rows(); ++i) acked_ids.push_back(r.get<std::int64_t>(i, 0));
+      auto acked = static_cast<std::int64_t>(acked_ids.size());
       const auto sent = static_cast<std::int64_t>(ids.size());
       if (repeated && acked < sent) {
         acked = co_await count_acked(std::move(ids), std::move(tokens));
       }
       stats_.acked += acked;
       stats_.lost += sent - acked;
+      notify_acks(batch, acked_ids, acked == sent);
     } catch (const error& e) {
       if (reconnecting(e)) {
         retry_acks(batch);
         dropped = true;
       } else {
         stats_.lost += ids.size();  // unconfirmed: the leases expire and the jobs run again
+        notify_acks(batch, {}, false);
       }
     } catch (const std::exception&) {
       stats_.lost += ids.size();
+      notify_acks(batch, {}, false);
     }
     if (dropped) co_await changed_->wait(std::chrono::milliseconds(250));
   }
