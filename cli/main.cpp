@@ -9,6 +9,7 @@
 
 #include "commands.hpp"
 #include "output.hpp"
+#include "serve/serve.hpp"
 
 namespace {
 
@@ -125,6 +126,25 @@ int main(int argc, char** argv) {
   auto* resume_cmd = app.add_subcommand("resume", "hand out a paused queue's jobs again, at once");
   resume_cmd->add_option("queue", pause_queue, "queue name")->required();
   resume_cmd->callback([&] { action = [&] { return pause(ctx, pause_queue, false); }; });
+
+  serve_options serve_opts;
+  auto* serve_cmd = app.add_subcommand(
+      "serve", "a live web dashboard of the queues, and Prometheus metrics at /metrics");
+  serve_cmd->add_option("--listen", serve_opts.listen,
+                        "HOST:PORT to listen on (default 127.0.0.1:8080; port 0: any free port)");
+  serve_cmd->add_flag("--allow-actions", serve_opts.allow_actions,
+                      "show retry, cancel, pause and resume buttons that work (default: "
+                      "read-only, and the action endpoints answer 403)");
+  serve_cmd->add_flag("--allow-remote", serve_opts.allow_remote,
+                      "allow a --listen address other than loopback (127.0.0.1, [::1])");
+  serve_cmd
+      ->add_option("--interval", serve_opts.interval_s,
+                   "seconds between readings for the rates and chart (default 2)")
+      ->check(CLI::Range(0.2, 3600.0));
+  serve_cmd->footer(
+      "Prints 'listening on http://HOST:PORT/' and serves until SIGINT or SIGTERM (exit 0). "
+      "Actions need the token the page carries (new at each start) in X-PGQueue-Token.");
+  serve_cmd->callback([&] { action = [&] { return serve(ctx, serve_opts); }; });
 
   std::string role;
   auto* producer_cmd = app.add_subcommand(

@@ -1,8 +1,9 @@
 # Shared by scripts/demo, scripts/test and benchmarks/run: installing what is missing, building,
 # and a throwaway PostgreSQL cluster. Source it; do not run it.
 
-# Debian 12 packages the project needs (build, tests, demo, benchmarks).
-PGQUEUE_PACKAGES="g++ meson ninja-build pkg-config cmake git libpq-dev libasio-dev nlohmann-json3-dev libcli11-dev catch2 postgresql postgresql-contrib openssl"
+# Debian 12 packages the project needs (build, tests, demo, benchmarks). chromium: the
+# dashboard's browser test (tests/dashboard/browser_test.cpp) and scripts/dashboard-screenshot.
+PGQUEUE_PACKAGES="g++ meson ninja-build pkg-config cmake git libpq-dev libasio-dev nlohmann-json3-dev libcli11-dev catch2 postgresql postgresql-contrib openssl chromium"
 
 # Installs whichever of the packages is missing (apt-get; as root or through sudo).
 ensure_packages() {

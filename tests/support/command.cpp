@@ -1,4 +1,5 @@
 #include "support/command.hpp"
+#include "support/pipe.hpp"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -13,26 +14,6 @@
 extern char** environ;
 
 namespace pgq_test {
-
-namespace {
-
-struct pipe_pair {
-  int fd[2] = {-1, -1};
-  pipe_pair() {
-    if (pipe2(fd, O_CLOEXEC) != 0) throw std::runtime_error("pipe2 failed");
-  }
-  ~pipe_pair() { close_both(); }
-  void close_end(int i) {
-    if (fd[i] >= 0) ::close(fd[i]);
-    fd[i] = -1;
-  }
-  void close_both() {
-    close_end(0);
-    close_end(1);
-  }
-};
-
-}  // namespace
 
 std::vector<std::string> environment_with(const std::vector<std::string>& extra) {
   std::vector<std::string> result;

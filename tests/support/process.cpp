@@ -1,5 +1,7 @@
 #include "support/process.hpp"
 
+#include "support/command.hpp"
+
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -9,24 +11,45 @@
 #include <stdexcept>
 #include <thread>
 
-extern char** environ;
-
 namespace pgq_test {
 
-child_process::child_process(const std::string& path, const std::vector<std::string>& args) {
+child_process::child_process(const std::string& path, const std::vector<std::string>& args)
+    : child_process(path, args, spawn_options{}) {}
+
+child_process::child_process(const std::string& path, const std::vector<std::string>& args,
+                             const spawn_options& options)
+    : own_group_(options.own_group) {
   std::vector<std::string> owned{path};
   owned.insert(owned.end(), args.begin(), args.end());
   std::vector<char*> argv;
   for (auto& a : owned) argv.push_back(a.data());
   argv.push_back(nullptr);
-  if (int rc = ::posix_spawn(&pid_, path.c_str(), nullptr, nullptr, argv.data(), environ)) {
+  auto environment = environment_with(options.env);
+  std::vector<char*> envp;
+  for (auto& e : environment) envp.push_back(e.data());
+  envp.push_back(nullptr);
+
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  for (const auto& [from, to] : options.fds) posix_spawn_file_actions_adddup2(&actions, from, to);
+  posix_spawnattr_t attributes;
+  posix_spawnattr_init(&attributes);
+  if (own_group_) {
+    posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETPGROUP);
+    posix_spawnattr_setpgroup(&attributes, 0);
+  }
+  const int rc =
+      ::posix_spawn(&pid_, path.c_str(), &actions, &attributes, argv.data(), envp.data());
+  posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attributes);
+  if (rc != 0) {
     pid_ = -1;
     throw std::runtime_error("cannot start " + path + ": " + std::strerror(rc));
   }
 }
 
 child_process::child_process(child_process&& other) noexcept
-    : pid_(other.pid_), status_(other.status_) {
+    : pid_(other.pid_), own_group_(other.own_group_), status_(other.status_) {
   other.pid_ = -1;
 }
 
@@ -34,15 +57,20 @@ child_process& child_process::operator=(child_process&& other) noexcept {
   if (this != &other) {
     reap_or_kill();
     pid_ = other.pid_;
+    own_group_ = other.own_group_;
     status_ = other.status_;
     other.pid_ = -1;
   }
   return *this;
 }
 
-child_process::~child_process() { reap_or_kill(); }
+child_process::~child_process() {
+  reap_or_kill();
+}
 
 void child_process::reap_or_kill() noexcept {
+  // The group's other members too, whether or not its leader has ended.
+  if (pid_ > 0 && own_group_) ::kill(-pid_, SIGKILL);
   if (pid_ > 0 && !status_) {
     ::kill(pid_, SIGKILL);
     int st = 0;
