@@ -1,9 +1,12 @@
 # Shared by scripts/demo, scripts/test and benchmarks/run: installing what is missing, building,
 # and a throwaway PostgreSQL cluster. Source it; do not run it.
 
-# Debian 12 packages the project needs (build, tests, demo, benchmarks). chromium: the
-# dashboard's browser test (tests/dashboard/browser_test.cpp) and scripts/dashboard-screenshot.
-PGQUEUE_PACKAGES="g++ meson ninja-build pkg-config cmake git libpq-dev libasio-dev nlohmann-json3-dev libcli11-dev catch2 postgresql postgresql-contrib openssl chromium"
+# Debian 12 packages the project needs (build, demo, benchmarks); scripts/test and
+# scripts/dashboard-screenshot add what only they need (PGQUEUE_TEST_PACKAGES).
+PGQUEUE_PACKAGES="g++ meson ninja-build pkg-config cmake git libpq-dev libasio-dev nlohmann-json3-dev libcli11-dev catch2 postgresql postgresql-contrib openssl"
+# chromium: the dashboard's browser test (tests/dashboard/browser_test.cpp) and its screenshot;
+# prometheus: promtool, which checks the metrics text and the example alerting rules.
+PGQUEUE_TEST_PACKAGES="chromium prometheus"
 
 # Installs whichever of the packages is missing (apt-get; as root or through sudo).
 ensure_packages() {
