@@ -13,7 +13,7 @@ namespace pgqueue {
 
 /// A periodic job: at each slot of `cron` a job with `payload`, `priority` and `max_attempts`
 /// is enqueued into `queue`, exactly once per slot however many processes run. Slots are fired
-/// by the maintenance that claims run (at most once a second across the database), so a
+/// by the maintenance that claims run (each session looks at most once a second), so a
 /// running fleet of workers fires them with nothing else deployed; idle workers of `queue`
 /// wake for them.
 struct schedule {

@@ -973,8 +973,8 @@ BEGIN
 END
 $$;
 
--- Takes back expired leases (janitor_reset_stale_claims) and fires due schedules
--- (fire_schedules) when maintenance is due: at most once
+-- Fires due schedules (fire_schedules) and takes back expired leases
+-- (janitor_reset_stale_claims) when that is due: at most once
 -- per pgqueue.maintenance.janitor_every across the database, by whichever claim gets there
 -- first. Claims call it, so expired leases come back whatever the fleet claims with; each
 -- session at most once a second (claim_batch checks the session setting
@@ -992,24 +992,27 @@ AS $$
 DECLARE
   v_started timestamptz;
   v_changed int;
+  v_fired int := 0;
 BEGIN
   PERFORM set_config('pgqueue.maintenance_checked_at', extract(epoch FROM now())::text, false);
+  -- Periodic jobs whose slot has come, whenever this session checks (not paced with the
+  -- janitor: a janitor slowed by load must not make slots late). The rows' locks make each
+  -- slot fire once however many sessions get here at once.
+  IF EXISTS (SELECT FROM pgqueue.schedules s WHERE s.next_slot <= now()) THEN
+    v_fired := pgqueue.fire_schedules();
+  END IF;
   IF (SELECT m.janitor_due_at FROM pgqueue.maintenance m) > now()
      OR NOT pg_try_advisory_xact_lock(8100266002545501543) THEN
-    RETURN 0;
+    RETURN v_fired;
   END IF;
   -- Under the lock, the row says whether another transaction did it meanwhile.
   UPDATE pgqueue.maintenance m SET janitor_due_at = now() + m.janitor_every
    WHERE m.janitor_due_at <= now();
   IF NOT FOUND THEN
-    RETURN 0;
+    RETURN v_fired;
   END IF;
   v_started := clock_timestamp();
-  v_changed := pgqueue.janitor_reset_stale_claims();
-  -- Periodic jobs whose slot has come (exactly once: see fire_schedules).
-  IF EXISTS (SELECT FROM pgqueue.schedules s WHERE s.next_slot <= now()) THEN
-    v_changed := v_changed + pgqueue.fire_schedules();
-  END IF;
+  v_changed := v_fired + pgqueue.janitor_reset_stale_claims();
   UPDATE pgqueue.maintenance m
      SET janitor_due_at = now() + (clock_timestamp() - v_started) * 50
    WHERE m.janitor_due_at < now() + (clock_timestamp() - v_started) * 50;
@@ -1213,13 +1216,13 @@ BEGIN
     RETURN;
   END IF;
   -- The queue's next schedule slot counts as a job falling due, once the maintenance that
-  -- fires it can run in this session's next claim (at most once a second per session and
-  -- per database): an idle worker sleeps until then instead of polling.
+  -- fires it can run in this session's next claim (at most once a second per session): an
+  -- idle worker sleeps until then instead of polling.
   v_slot := (SELECT min(s.next_slot) FROM pgqueue.schedules s WHERE s.queue = p_queue);
   IF v_slot IS NOT NULL THEN
     -- (Not sooner than 20 ms: while another transaction holds the maintenance lock, a slot
     -- that is due stays unfired for a moment.)
-    v_slot := greatest(v_slot, (SELECT m.janitor_due_at FROM pgqueue.maintenance m),
+    v_slot := greatest(v_slot,
                        to_timestamp(coalesce(nullif(current_setting(
                          'pgqueue.maintenance_checked_at', true), ''), '0')::float8 + 1),
                        now() + interval '20 milliseconds');
