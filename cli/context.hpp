@@ -2,6 +2,7 @@
 // to run a coroutine to its end.
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <stdexcept>
 #include <string>
@@ -35,6 +36,9 @@ struct usage_error : std::runtime_error {
 struct context {
   std::string dsn;  ///< --dsn, else $PGQUEUE_DSN, else "" (libpq's PG* variables and defaults)
   bool json = false;
+  /// How long a query waits for the session while it reconnects after a drop (a command that
+  /// runs for long, such as `top` or `serve`, rides out a database restart).
+  std::chrono::milliseconds reconnect_wait{10000};
 
   /// Connects, then runs `body` on one io_context until it returns; returns its exit code.
   /// Throws what the body or the connect throws.

@@ -193,7 +193,7 @@ int main(int argc, char** argv) {
                       "seconds between readings (default 1; 0.1 to 3600)");
   auto* once_flag = top_cmd->add_flag("--once", top_opts.once, "print one frame and exit");
   top_cmd->add_option("--iterations", top_opts.iterations, "print this many frames, then exit")
-      ->check(CLI::PositiveNumber)
+      ->check(CLI::Range(1, 1000000000))
       ->excludes(once_flag);
   top_cmd->callback([&] { action = [&] { return top(ctx, top_opts); }; });
 

@@ -9,6 +9,11 @@
 
 namespace pgqueue_cli {
 
+std::size_t columns_of(std::string_view text) {
+  return static_cast<std::size_t>(
+      std::count_if(text.begin(), text.end(), [](char c) { return (c & 0xc0) != 0x80; }));
+}
+
 namespace {
 
 // Whether `name` is one of the comma-separated names in `list`.
@@ -74,14 +79,14 @@ void print(std::ostream& out, const pgqueue::pg::result& r, bool json, const std
   for (int i = 0; i < r.rows(); ++i) {
     for (int c = 0; c < r.columns(); ++c) {
       cells[i].push_back(r.is_null(i, c) ? "-" : printable(r.get<std::string>(i, c)));
-      width[c] = std::max(width[c], cells[i].back().size());
+      width[c] = std::max(width[c], columns_of(cells[i].back()));
     }
   }
   auto line = [&](auto cell_of) {
     for (int c = 0; c < r.columns(); ++c) {
       std::string text = cell_of(c);
       out << text;
-      if (c + 1 < r.columns()) out << std::string(width[c] - text.size() + 2, ' ');
+      if (c + 1 < r.columns()) out << std::string(width[c] - columns_of(text) + 2, ' ');
     }
     out << "\n";
   };

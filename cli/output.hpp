@@ -15,6 +15,11 @@ namespace pgqueue_cli {
 /// screen or fake a line. --json output needs none of this (JSON escapes them).
 std::string printable(std::string_view text);
 
+/// How many columns `text` takes on a terminal, counted as UTF-8 characters (not bytes), so
+/// a queue named café lines up with the others (wide characters such as emoji take two; not
+/// counted).
+std::size_t columns_of(std::string_view text);
+
 /// Writes `r` as a table (column names, then rows; NULL as "-") or, when `json`, as a JSON
 /// array of objects keyed by column name: text as strings, columns named (comma-separated)
 /// in `as_json` as the JSON their text is (numbers, json and jsonb columns), those in

@@ -207,8 +207,12 @@ int top(const context& ctx, const top_args& args) {
   d.frames = args.once ? 1 : args.iterations;
   d.full = d.frames == 0 && !ctx.json && ::isatty(STDOUT_FILENO) != 0;
   d.keys = d.frames != 1 && ::isatty(STDIN_FILENO) != 0;
-  return ctx.run(
-      [&](pgqueue::database& db) -> asio::awaitable<int> { return run_top(db, ctx, args, d); });
+  // A monitor rides out a database restart: each reading waits for the session up to an hour
+  // (the last frame stays up; q and signals still end it at once).
+  context live = ctx;
+  live.reconnect_wait = std::chrono::hours(1);
+  return live.run(
+      [&](pgqueue::database& db) -> asio::awaitable<int> { return run_top(db, live, args, d); });
 }
 
 }  // namespace pgqueue_cli

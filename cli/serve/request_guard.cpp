@@ -1,5 +1,7 @@
 #include "request_guard.hpp"
 
+#include <algorithm>
+
 #include <asio/ip/address.hpp>
 
 #include "token.hpp"
@@ -27,8 +29,14 @@ bool loopback_name(const std::string& name) {
 }  // namespace
 
 std::optional<std::string> refuse_host(const http_request& request, bool loopback_only) {
+  if (!loopback_only) return std::nullopt;
+  // Exactly one Host (HTTP/1.1 requires it; a second one could be read differently by a proxy
+  // in front), and a loopback name in it.
+  const auto hosts = std::count_if(request.headers.begin(), request.headers.end(),
+                                   [](const auto& h) { return h.first == "host"; });
+  if (hosts != 1) return "this dashboard needs exactly one Host header";
   const auto host = request.header("host");
-  if (!loopback_only || !host || loopback_name(host_name(*host))) return std::nullopt;
+  if (loopback_name(host_name(*host))) return std::nullopt;
   return "this dashboard answers only to localhost, 127.0.0.1 or [::1] (Host: " + *host + ")";
 }
 

@@ -37,11 +37,6 @@ std::string time_text(std::chrono::system_clock::time_point t, const char* spec,
   return buf;
 }
 
-std::size_t columns_of(const std::string& s) {
-  return static_cast<std::size_t>(
-      std::count_if(s.begin(), s.end(), [](char c) { return (c & 0xc0) != 0x80; }));
-}
-
 nlohmann::json optional_json(std::optional<double> x) {
   return x ? nlohmann::json(*x) : nlohmann::json(nullptr);
 }

@@ -130,6 +130,7 @@ DECLARE
   v_day_ok boolean;
   h int;
   m int;
+  g int;
 BEGIN
   PERFORM pgqueue.require(p_after, 'after');
   PERFORM pgqueue.require(p_time_zone, 'time_zone');
@@ -186,14 +187,28 @@ BEGIN
           IF (v_late AT TIME ZONE p_time_zone) <> v_candidate THEN
             -- Not a time of that day (clocks went forward): the end of the gap, or nothing.
             CONTINUE WHEN v_hour_any;
-            v_slot := (date_trunc('hour', v_candidate) + interval '1 hour') AT TIME ZONE p_time_zone;
+            -- The end of the gap: the first local minute after it that exists (gaps are whole
+            -- minutes, at most a few hours; half-hour shifts too).
+            v_slot := NULL;
+            FOR g IN 1 .. 240 LOOP
+              IF ((v_candidate + make_interval(mins => g)) AT TIME ZONE p_time_zone)
+                   AT TIME ZONE p_time_zone = v_candidate + make_interval(mins => g) THEN
+                v_slot := (v_candidate + make_interval(mins => g)) AT TIME ZONE p_time_zone;
+                EXIT;
+              END IF;
+            END LOOP;
+            CONTINUE WHEN v_slot IS NULL;
             IF v_slot > p_after AND (v_best IS NULL OR v_slot < v_best) THEN
               v_best := v_slot;
             END IF;
             CONTINUE;
           END IF;
-          v_early := v_late - interval '1 hour';
-          IF (v_early AT TIME ZONE p_time_zone) = v_candidate THEN
+          -- An earlier instant with the same wall time: clocks went back by the difference
+          -- of the zone's offsets three hours before and at v_late (an hour, or half of one).
+          v_early := v_late - (((v_late - interval '3 hours') AT TIME ZONE p_time_zone)
+                               - ((v_late - interval '3 hours') AT TIME ZONE 'UTC')
+                               - ((v_late AT TIME ZONE p_time_zone) - (v_late AT TIME ZONE 'UTC')));
+          IF v_early < v_late AND (v_early AT TIME ZONE p_time_zone) = v_candidate THEN
             -- Twice that day (clocks went back): the first, and the second only with `*`.
             IF v_early > p_after AND (v_best IS NULL OR v_early < v_best) THEN
               v_best := v_early;
@@ -234,7 +249,6 @@ LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-  v_old pgqueue.schedules%ROWTYPE;
   v_next timestamptz;
 BEGIN
   PERFORM pgqueue.require(p_name, 'name');
@@ -248,18 +262,20 @@ BEGIN
   PERFORM pgqueue.require(p_priority, 'priority');
   PERFORM pgqueue.require(p_max_attempts, 'max_attempts');
   PERFORM pgqueue.require_valid(p_max_attempts >= 1, 'max_attempts must be at least 1');
+  -- A name of the time zone database only: PostgreSQL also reads POSIX offsets ('+05:30',
+  -- 'UTC+3'), with the sign the other way round from ISO 8601, which would fire hours off.
+  IF NOT EXISTS (SELECT FROM pg_timezone_names z WHERE z.name = p_time_zone) THEN
+    RAISE EXCEPTION 'pgqueue: unknown time zone "%"', p_time_zone
+      USING ERRCODE = 'invalid_parameter_value',
+            HINT = 'A name from pg_timezone_names, such as Europe/Berlin or UTC.';
+  END IF;
   v_next := pgqueue.cron_next(p_cron, p_time_zone, now());
   IF v_next IS NULL THEN
     RAISE EXCEPTION 'pgqueue: cron expression "%" never fires', p_cron
       USING ERRCODE = 'invalid_parameter_value';
   END IF;
-  SELECT * INTO v_old FROM pgqueue.schedules s WHERE s.name = p_name FOR UPDATE;
-  IF FOUND AND (v_old.queue, v_old.cron, v_old.time_zone, v_old.payload, v_old.catch_up,
-                v_old.priority, v_old.max_attempts)
-               IS NOT DISTINCT FROM (p_queue, p_cron, p_time_zone, p_payload, p_catch_up,
-                                     p_priority, p_max_attempts) THEN
-    RETURN false;
-  END IF;
+  -- One statement, so that of two sessions declaring the same new schedule at once only
+  -- one is told it changed something (the other's update finds nothing to change).
   INSERT INTO pgqueue.schedules AS s (name, queue, cron, time_zone, payload, priority,
                                       max_attempts, catch_up, next_slot)
   VALUES (p_name, p_queue, p_cron, p_time_zone, p_payload, p_priority, p_max_attempts,
@@ -270,8 +286,11 @@ BEGIN
         max_attempts = EXCLUDED.max_attempts, catch_up = EXCLUDED.catch_up,
         next_slot = CASE WHEN (s.cron, s.time_zone) = (EXCLUDED.cron, EXCLUDED.time_zone)
                          THEN s.next_slot ELSE EXCLUDED.next_slot END,
-        updated_at = now();
-  RETURN true;
+        updated_at = now()
+    WHERE (s.queue, s.cron, s.time_zone, s.payload, s.catch_up, s.priority, s.max_attempts)
+          IS DISTINCT FROM (EXCLUDED.queue, EXCLUDED.cron, EXCLUDED.time_zone, EXCLUDED.payload,
+                            EXCLUDED.catch_up, EXCLUDED.priority, EXCLUDED.max_attempts);
+  RETURN FOUND;
 END
 $$;
 

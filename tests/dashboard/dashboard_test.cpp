@@ -190,6 +190,11 @@ TEST_CASE("with --allow-actions, an action needs the page's token from the page'
     // token in it) is refused too.
     CHECK(post_action(serve, "pause", pause_mail, token, {"Host: evil.example"}).status == 403);
     CHECK(http_call(serve.port(), "GET", "/", {"Host: evil.example:80"}).status == 403);
+    // A second Host (which a proxy might read instead), or none (HTTP/1.0).
+    CHECK(http_exchange(serve.port(),
+                        "GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nHost: evil.example\r\n\r\n")
+              .status == 403);
+    CHECK(http_exchange(serve.port(), "GET / HTTP/1.0\r\n\r\n").status == 403);
     // Not JSON: a form post (which needs no CORS preflight) is refused.
     CHECK(http_call(serve.port(), "POST", "/api/pause",
                     {"X-PGQueue-Token: " + token, "Content-Type: text/plain"}, pause_mail.dump())

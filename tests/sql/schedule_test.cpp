@@ -54,6 +54,12 @@ TEST_CASE("cron_next finds the next slot across fields, zones and daylight-savin
       {"30 2 * * *", "Europe/Berlin", "2026-10-25 00:30:00+00", "2026-10-26 01:30:00+00"},
       {"30 * * * *", "Europe/Berlin", "2026-10-25 00:00:00+00", "2026-10-25 00:30:00+00"},
       {"30 * * * *", "Europe/Berlin", "2026-10-25 00:30:00+00", "2026-10-25 01:30:00+00"},
+      // Half-hour shifts (Lord Howe): forward 02:00 -> 02:30 on 2026-10-04, back 02:00 ->
+      // 01:30 on 2026-04-05 (01:45 occurs at 14:45 and 15:15 UTC).
+      {"15 2 * * *", "Australia/Lord_Howe", "2026-10-03 12:00:00+00", "2026-10-03 15:30:00+00"},
+      {"45 2 * * *", "Australia/Lord_Howe", "2026-10-03 12:00:00+00", "2026-10-03 15:45:00+00"},
+      {"45 1 * * *", "Australia/Lord_Howe", "2026-04-04 12:00:00+00", "2026-04-04 14:45:00+00"},
+      {"45 * * * *", "Australia/Lord_Howe", "2026-04-05 14:46:00+00", "2026-04-05 15:15:00+00"},
       {"0 0 30 2 *", "UTC", "2026-12-02 00:00:00+00", ""},  // never
   };
   for (const auto& c : cases) {
@@ -92,8 +98,11 @@ TEST_CASE("an invalid schedule is refused with 22023 naming the fault, and nothi
     const auto e = s.failure_of("SELECT pgqueue.schedule('s', 'q', $1)", {cron});
     CHECK_THAT(e, Catch::StartsWith("22023") && Catch::Contains(message));
   }
-  CHECK_THAT(s.failure_of("SELECT pgqueue.schedule('s', 'q', '* * * * *', '{}', 'Mars/Base')"),
-             Catch::StartsWith("22023") && Catch::Contains("unknown time zone \"Mars/Base\""));
+  for (const char* zone : {"Mars/Base", "+05:30", "UTC+3"}) {  // offsets PostgreSQL reads as POSIX
+    INFO(zone);
+    CHECK_THAT(s.failure_of("SELECT pgqueue.schedule('s', 'q', '* * * * *', '{}', $1)", {zone}),
+               Catch::StartsWith("22023") && Catch::Contains("unknown time zone"));
+  }
   CHECK_THAT(s.failure_of("SELECT pgqueue.schedule('s', 'q', '* * * * *', '{}', 'UTC', 'all')"),
              Catch::StartsWith("22023") && Catch::Contains("catch_up"));
   CHECK_THAT(s.failure_of("SELECT pgqueue.schedule('s', '', '* * * * *')"),
