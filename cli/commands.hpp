@@ -50,7 +50,8 @@ int unschedule(const context& ctx, const std::string& name);
 int retry(const context& ctx, const std::string& queue, const std::vector<std::int64_t>& ids);
 int cancel(const context& ctx, const std::vector<std::int64_t>& ids);
 int gc(const context& ctx, const std::string& retain_done, const std::string& retain_dead);
-int pause(const context& ctx, const std::string& queue, bool paused);
+/// `force`: pause a queue the database does not know yet (no jobs: e.g. before a deploy).
+int pause(const context& ctx, const std::string& queue, bool paused, bool force);
 
 // commands/top.cpp
 struct top_args {

@@ -122,10 +122,13 @@ int main(int argc, char** argv) {
   auto* pause_cmd = app.add_subcommand(
       "pause", "stop handing out a queue's jobs (it still accepts them; running jobs finish)");
   pause_cmd->add_option("queue", pause_queue, "queue name")->required();
-  pause_cmd->callback([&] { action = [&] { return pause(ctx, pause_queue, true); }; });
+  bool pause_force = false;
+  pause_cmd->add_flag("--force", pause_force,
+                      "pause it even if the database does not know it (no jobs yet)");
+  pause_cmd->callback([&] { action = [&] { return pause(ctx, pause_queue, true, pause_force); }; });
   auto* resume_cmd = app.add_subcommand("resume", "hand out a paused queue's jobs again, at once");
   resume_cmd->add_option("queue", pause_queue, "queue name")->required();
-  resume_cmd->callback([&] { action = [&] { return pause(ctx, pause_queue, false); }; });
+  resume_cmd->callback([&] { action = [&] { return pause(ctx, pause_queue, false, true); }; });
 
   serve_options serve_opts;
   auto* serve_cmd = app.add_subcommand(

@@ -9,8 +9,27 @@
 
 namespace pgqueue_cli {
 
+namespace {
+
+// Refuses a queue the database does not know (no jobs, counters, pause or schedule): most
+// likely a typo, which a destructive command must not act on (exit 2, nothing done).
+asio::awaitable<void> require_known_queue(pgqueue::database& db, const std::string& queue) {
+  pgqueue::pg::params p{queue};
+  auto r = co_await db.query(
+      "SELECT EXISTS (SELECT FROM pgqueue.queue_summary() s WHERE s.queue = $1) "
+      "OR EXISTS (SELECT FROM pgqueue.schedules s WHERE s.queue = $1)",
+      std::move(p));
+  if (!r.get<bool>(0, 0)) {
+    throw usage_error("no queue named '" + printable(queue) +
+                      "' (it has no jobs, no counters and no schedule); nothing done");
+  }
+}
+
+}  // namespace
+
 int retry(const context& ctx, const std::string& queue, const std::vector<std::int64_t>& ids) {
   return ctx.run([&](pgqueue::database& db) -> asio::awaitable<int> {
+    co_await require_known_queue(db, queue);
     pgqueue::pg::params p{queue};
     if (ids.empty()) {
       p.add(std::nullopt);
@@ -70,8 +89,9 @@ int gc(const context& ctx, const std::string& retain_done, const std::string& re
   });
 }
 
-int pause(const context& ctx, const std::string& queue, bool paused) {
+int pause(const context& ctx, const std::string& queue, bool paused, bool force) {
   return ctx.run([&](pgqueue::database& db) -> asio::awaitable<int> {
+    if (paused && !force) co_await require_known_queue(db, queue);
     pgqueue::queue q{db, queue};
     bool changed = false;
     if (paused) {

@@ -17,3 +17,9 @@ CREATE TABLE IF NOT EXISTS pgqueue.queue_totals (
 -- by the server's clock, so a worker can measure how long a job waited for a worker without
 -- comparing two machines' clocks. The old result type goes (grants come back on their own).
 DROP FUNCTION IF EXISTS pgqueue.claim_batch(text, text, int, interval);
+
+-- No parallel plans on the jobs table: every pgqueue query reads it through an index, and the
+-- one the planner did parallelise (the depth view, with millions of retained jobs) was slower
+-- for it: p50/p99 23.9/31.7 ms with two workers against 13.1/16.2 ms without (10M done jobs,
+-- 1,000 queues, benchmarks/run --only observe). Ad-hoc scans of the table lose parallelism too.
+ALTER TABLE pgqueue.jobs SET (parallel_workers = 0);

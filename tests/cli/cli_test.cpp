@@ -279,10 +279,18 @@ TEST_CASE("pause stops a queue handing out jobs, resume starts it again; queues 
           "[cli]") {
   scratch_database db(true);
   session admin(db.dsn());
-  auto paused = tool(db, {"pause", "mail"});
+  // A queue the database does not know is most likely a typo: refused, unless --force.
+  auto unknown = tool(db, {"pause", "mail"});
+  CHECK(unknown.exit_code == 2);
+  CHECK(unknown.err ==
+        "pgqueue: no queue named 'mail' (it has no jobs, no counters and no "
+        "schedule); nothing done\n");
+  CHECK(admin.integer("SELECT count(*) FROM pgqueue.paused_queues") == 0);
+  CHECK(tool(db, {"retry", "mial"}).exit_code == 2);
+  auto paused = tool(db, {"pause", "mail", "--force"});
   CHECK(paused.exit_code == 0);
   CHECK(paused.out == "mail paused\n");
-  CHECK(tool(db, {"pause", "mail"}).out == "mail was paused already\n");
+  CHECK(tool(db, {"pause", "mail"}).out == "mail was paused already\n");  // known: paused
   const auto id = enqueue(admin, "mail");
   CHECK(claim(admin, "mail", "w").empty());
   auto rows = nlohmann::json::parse(tool(db, {"--json", "queues"}).out);

@@ -80,14 +80,15 @@ TEST_CASE("the jobs table is vacuumed by dead rows, and an operator's settings s
   CHECK(*s.scalar(options) ==
         "fillfactor=85,autovacuum_vacuum_scale_factor=0,autovacuum_vacuum_threshold=20000,"
         "autovacuum_vacuum_insert_scale_factor=0,autovacuum_vacuum_insert_threshold=20000,"
-        "autovacuum_vacuum_cost_delay=0");
+        "autovacuum_vacuum_cost_delay=0,parallel_workers=0");
   s.script(
       "ALTER TABLE pgqueue.jobs RESET (autovacuum_vacuum_scale_factor, "
       "autovacuum_vacuum_threshold, autovacuum_vacuum_insert_scale_factor, "
       "autovacuum_vacuum_insert_threshold, autovacuum_vacuum_cost_delay); "
       "ALTER TABLE pgqueue.jobs SET (autovacuum_vacuum_scale_factor = 0.05)");
   s.script(read_file(schema_file()));
-  CHECK(*s.scalar(options) == "fillfactor=85,autovacuum_vacuum_scale_factor=0.05");
+  CHECK(*s.scalar(options) ==
+        "fillfactor=85,parallel_workers=0,autovacuum_vacuum_scale_factor=0.05");
 }
 
 TEST_CASE("two sessions installing at once both succeed", "[install][concurrency]") {
