@@ -66,8 +66,10 @@ TEST_CASE("a schedule fires each slot once across processes, and catches up by i
   scratch_database db;
   session admin(db.dsn());
   admin.query(create_run_log_sql);
-  admin.query("SELECT pgqueue.schedule('tick', 'ticks', '@every 1 second')");
-  admin.query("SELECT pgqueue.schedule('tock', 'ticks', '@every 1 second', '{}', 'UTC', 'skip')");
+  // In one transaction: both start from the same slot (its time is the transaction's).
+  admin.script(
+      "BEGIN; SELECT pgqueue.schedule('tick', 'ticks', '@every 1 second'); "
+      "SELECT pgqueue.schedule('tock', 'ticks', '@every 1 second', '{}', 'UTC', 'skip'); COMMIT");
 
   two_processes first(db.dsn(), "first");
   std::this_thread::sleep_for(10s);  // the subject is time: ten slots
