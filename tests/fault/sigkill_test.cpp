@@ -146,7 +146,10 @@ TEST_CASE(
   CHECK(rerun_by_survivor == 0);
   CHECK(dead_unexplained == 0);
   CHECK(a.report.dead >= 1);  // victims were picked while running a single-attempt job
-  CHECK(a.report.re_run >= 1);
+  // Each victim's jobs in flight ended dead (single attempt) or ran again: at least one each.
+  // (Not re_run >= 1 alone: the slow single-attempt jobs tend to fill every slot, and all 24
+  // jobs the three victims held were such ones in one fresh-clone run.)
+  CHECK(a.report.re_run + a.report.dead >= static_cast<std::int64_t>(kills));
 }
 
 }  // namespace fault_sigkill_test
