@@ -316,7 +316,7 @@ PGQUEUE_DECL asio::awaitable<std::vector<lease>> worker::ack_and_claim(int want)
     }
     stats_.acked += acked;
     stats_.lost += sent - acked;
-    notify_acks(batch, r.acked, acked == sent);
+    notify_acks(batch, std::move(r.acked), acked == sent);
     co_return std::move(r.leases);
   } catch (const error& e) {
     if (!reconnecting(e)) {
@@ -511,7 +511,7 @@ PGQUEUE_DECL asio::awaitable<void> worker::ack_loop() {
       }
       stats_.acked += acked;
       stats_.lost += sent - acked;
-      notify_acks(batch, acked_ids, acked == sent);
+      notify_acks(batch, std::move(acked_ids), acked == sent);
     } catch (const error& e) {
       if (reconnecting(e)) {
         retry_acks(batch);
