@@ -15,8 +15,9 @@
 -- per-queue floor, so dead index entries left behind a long transaction are not read, 5 = a
 -- job keeps its last 10 failures (pgqueue.jobs.errors), 6 = queues can be paused and resumed,
 -- 7 = per-queue totals for rates (pgqueue.queue_summary), claims return when a job was due,
--- 8 = periodic jobs (pgqueue.schedules).
--- This file is version 8.
+-- 8 = periodic jobs (pgqueue.schedules), 9 = per-queue concurrency and rate limits, jobs that
+-- wait for other jobs (pgqueue.queue_limits, pgqueue.job_dependencies).
+-- This file is version 9.
 
 -- READ COMMITTED whatever the session's default: each statement below must see what the
 -- statements before it (and installs before it, once the lock is held) committed; with an older
@@ -57,13 +58,13 @@ BEGIN
       USING ERRCODE = 'insufficient_privilege',
             HINT = 'SET ROLE to the owner first (a superuser may), or connect as the owner.';
   END IF;
-  IF v_from > 8 THEN
-    RAISE EXCEPTION 'pgqueue: the installed schema is version %, newer than this file (version 8)', v_from
+  IF v_from > 9 THEN
+    RAISE EXCEPTION 'pgqueue: the installed schema is version %, newer than this file (version 9)', v_from
       USING ERRCODE = 'object_not_in_prerequisite_state',
             HINT = 'Use the sql/pgqueue.sql shipped with the newer pgqueue; downgrades are refused.';
   END IF;
   PERFORM set_config('pgqueue.migrating_from', v_from::text, true);
-  PERFORM set_config('pgqueue.upgrading', (v_from < 8)::text, true);
+  PERFORM set_config('pgqueue.upgrading', (v_from < 9)::text, true);
 END
 $$;
 
@@ -423,6 +424,50 @@ CREATE TABLE IF NOT EXISTS pgqueue.schedules (
 );
 CREATE INDEX IF NOT EXISTS schedules_next_slot_idx ON pgqueue.schedules (next_slot);
 CREATE INDEX IF NOT EXISTS schedules_queue_idx ON pgqueue.schedules (queue, next_slot);
+END
+$migration$;
+
+-- ── migration 0009_flow_control.sql: runs once, in databases below version 9
+DO $migration$
+BEGIN
+IF current_setting('pgqueue.migrating_from')::int >= 9 THEN
+  RETURN;
+END IF;
+INSERT INTO pgqueue.schema_version (singleton, version) VALUES (true, 9)
+ON CONFLICT (singleton) DO UPDATE SET version = EXCLUDED.version, installed_at = now();
+
+-- Flow control: fleet-wide limits per queue and jobs that wait for other jobs.
+
+-- Per-queue limits (pgqueue.set_queue_limits): at most max_claimed jobs of the queue claimed at
+-- once across every session, and at most rate jobs started per rate_period (a token bucket of
+-- `burst` tokens, refilled continuously). One row per limited queue; most databases have none,
+-- and an unlimited queue's claim then costs one probe of an empty index. Claims of a limited
+-- queue lock its row, so they take turns: the row is the fleet's counter.
+CREATE TABLE IF NOT EXISTS pgqueue.queue_limits (
+  queue text PRIMARY KEY,
+  max_claimed int CHECK (max_claimed >= 1),
+  rate int CHECK (rate >= 1),
+  rate_period interval CHECK (rate_period > interval '0'),
+  burst int CHECK (burst >= 1),
+  tokens float8 NOT NULL DEFAULT 0,         -- tokens left at refilled_at
+  refilled_at timestamptz NOT NULL DEFAULT now(),
+  updated_at timestamptz NOT NULL DEFAULT now(),
+  CHECK ((rate IS NULL) = (rate_period IS NULL) AND (rate IS NULL) = (burst IS NULL)),
+  CHECK (max_claimed IS NOT NULL OR rate IS NOT NULL)
+);
+
+-- Dependencies: a job enqueued with depends_on waits ('waiting') until every job it depends on
+-- is done, then becomes ready. One row per edge still to be satisfied.
+ALTER TABLE pgqueue.jobs DROP CONSTRAINT IF EXISTS jobs_state_check;
+ALTER TABLE pgqueue.jobs ADD CONSTRAINT jobs_state_check
+  CHECK (state IN ('ready', 'claimed', 'done', 'dead', 'cancelled', 'waiting'));
+CREATE TABLE IF NOT EXISTS pgqueue.job_dependencies (
+  job_id bigint NOT NULL,      -- the waiting job
+  depends_on bigint NOT NULL,  -- a job it waits for
+  PRIMARY KEY (depends_on, job_id)
+);
+CREATE INDEX IF NOT EXISTS job_dependencies_job_idx ON pgqueue.job_dependencies (job_id);
+CREATE INDEX IF NOT EXISTS jobs_waiting_idx ON pgqueue.jobs (queue, id) WHERE state = 'waiting';
 END
 $migration$;
 

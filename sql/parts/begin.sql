@@ -15,7 +15,8 @@
 -- per-queue floor, so dead index entries left behind a long transaction are not read, 5 = a
 -- job keeps its last 10 failures (pgqueue.jobs.errors), 6 = queues can be paused and resumed,
 -- 7 = per-queue totals for rates (pgqueue.queue_summary), claims return when a job was due,
--- 8 = periodic jobs (pgqueue.schedules).
+-- 8 = periodic jobs (pgqueue.schedules), 9 = per-queue concurrency and rate limits, jobs that
+-- wait for other jobs (pgqueue.queue_limits, pgqueue.job_dependencies).
 -- This file is version @VERSION@.
 
 -- READ COMMITTED whatever the session's default: each statement below must see what the

@@ -55,7 +55,7 @@ TEST_CASE("a fresh database gets schema version 6", "[install]") {
   scratch_database db(false);
   session s(db.dsn());
   s.script(read_file(schema_file()));
-  CHECK(s.integer("SELECT version FROM pgqueue.schema_version") == 8);
+  CHECK(s.integer("SELECT version FROM pgqueue.schema_version") == 9);
   CHECK(s.integer("SELECT count(*) FROM pgqueue.jobs") == 0);
 }
 
@@ -104,7 +104,7 @@ TEST_CASE("two installs at once both succeed whatever the sessions' default isol
   CHECK(install_twice_at_once(db, "SET default_transaction_isolation = 'serializable'") ==
         std::vector<std::string>{"", ""});
   session s(db.dsn());
-  CHECK(s.integer("SELECT version FROM pgqueue.schema_version") == 8);
+  CHECK(s.integer("SELECT version FROM pgqueue.schema_version") == 9);
 }
 
 TEST_CASE("a role other than the schema's owner may not run the file, a superuser included",

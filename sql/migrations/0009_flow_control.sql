@@ -1,0 +1,32 @@
+-- Flow control: fleet-wide limits per queue and jobs that wait for other jobs.
+
+-- Per-queue limits (pgqueue.set_queue_limits): at most max_claimed jobs of the queue claimed at
+-- once across every session, and at most rate jobs started per rate_period (a token bucket of
+-- `burst` tokens, refilled continuously). One row per limited queue; most databases have none,
+-- and an unlimited queue's claim then costs one probe of an empty index. Claims of a limited
+-- queue lock its row, so they take turns: the row is the fleet's counter.
+CREATE TABLE IF NOT EXISTS pgqueue.queue_limits (
+  queue text PRIMARY KEY,
+  max_claimed int CHECK (max_claimed >= 1),
+  rate int CHECK (rate >= 1),
+  rate_period interval CHECK (rate_period > interval '0'),
+  burst int CHECK (burst >= 1),
+  tokens float8 NOT NULL DEFAULT 0,         -- tokens left at refilled_at
+  refilled_at timestamptz NOT NULL DEFAULT now(),
+  updated_at timestamptz NOT NULL DEFAULT now(),
+  CHECK ((rate IS NULL) = (rate_period IS NULL) AND (rate IS NULL) = (burst IS NULL)),
+  CHECK (max_claimed IS NOT NULL OR rate IS NOT NULL)
+);
+
+-- Dependencies: a job enqueued with depends_on waits ('waiting') until every job it depends on
+-- is done, then becomes ready. One row per edge still to be satisfied.
+ALTER TABLE pgqueue.jobs DROP CONSTRAINT IF EXISTS jobs_state_check;
+ALTER TABLE pgqueue.jobs ADD CONSTRAINT jobs_state_check
+  CHECK (state IN ('ready', 'claimed', 'done', 'dead', 'cancelled', 'waiting'));
+CREATE TABLE IF NOT EXISTS pgqueue.job_dependencies (
+  job_id bigint NOT NULL,      -- the waiting job
+  depends_on bigint NOT NULL,  -- a job it waits for
+  PRIMARY KEY (depends_on, job_id)
+);
+CREATE INDEX IF NOT EXISTS job_dependencies_job_idx ON pgqueue.job_dependencies (job_id);
+CREATE INDEX IF NOT EXISTS jobs_waiting_idx ON pgqueue.jobs (queue, id) WHERE state = 'waiting';
