@@ -989,6 +989,137 @@ BEGIN
 END
 $$;
 
+-- ── limits per queue ──────────────────────────────────────────────────────────────────────
+-- A queue may carry two fleet-wide limits (pgqueue.queue_limits, one row per limited queue):
+-- at most max_claimed of its jobs claimed at once, across every session, and at most `rate`
+-- jobs started per rate_period, from a bucket of `burst` tokens that refills continuously
+-- (rate / rate_period tokens a second; a claim takes one token per job). claim_batch enforces
+-- both under the queue's row lock, so concurrent claimers take turns and the limit holds
+-- whatever they do; a claim beyond a limit returns nothing. Idle claimers do not poll for the
+-- limit to lift: wait_hint tells them when the next token is due, and a job of a
+-- concurrency-limited queue that stops being claimed (ack, nack, release, expiry) wakes the
+-- queue's listeners, so the next claim comes at once. A queue without a row pays one probe of
+-- that (usually empty) table per claim.
+
+-- Sets p_queue's limits: p_max_claimed jobs claimed at once (NULL: no such limit), and
+-- p_rate jobs started per p_rate_period with bursts of up to p_burst (NULL p_rate: no rate
+-- limit; p_burst defaults to p_rate, so up to p_rate jobs may start at once after a quiet
+-- period). Both NULL removes the queue's limits. Idempotent: setting the limits it has
+-- returns false and writes nothing; true when something changed. A new rate limit starts
+-- with a full bucket; a changed one keeps its tokens (at most the new burst). Wakes the
+-- queue's listeners, since a limit raised or removed may let idle claimers take jobs now.
+-- Refuses a limit below 1 or a period not positive with 22023.
+CREATE OR REPLACE FUNCTION pgqueue.set_queue_limits(
+  p_queue text,
+  p_max_claimed int DEFAULT NULL,
+  p_rate int DEFAULT NULL,
+  p_rate_period interval DEFAULT '1 second'::interval,
+  p_burst int DEFAULT NULL
+)
+RETURNS boolean
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  v_burst int;
+BEGIN
+  PERFORM pgqueue.check_queue_name(p_queue);
+  PERFORM pgqueue.require_valid(p_max_claimed IS NULL OR p_max_claimed >= 1,
+                                'max_claimed must be at least 1 (NULL: no limit)');
+  PERFORM pgqueue.require_valid(p_rate IS NULL OR p_rate >= 1,
+                                'rate must be at least 1 (NULL: no limit)');
+  PERFORM pgqueue.require_valid(p_rate IS NULL OR p_rate_period > interval '0',
+                                'rate_period must be positive');
+  PERFORM pgqueue.require_valid(p_burst IS NULL OR p_burst >= 1, 'burst must be at least 1');
+  PERFORM pgqueue.require_valid(p_burst IS NULL OR p_rate IS NOT NULL,
+                                'burst needs a rate');
+  IF p_max_claimed IS NULL AND p_rate IS NULL THEN
+    DELETE FROM pgqueue.queue_limits l WHERE l.queue = p_queue;
+  ELSE
+    v_burst := CASE WHEN p_rate IS NOT NULL THEN coalesce(p_burst, p_rate) END;
+    INSERT INTO pgqueue.queue_limits AS l (queue, max_claimed, rate, rate_period, burst, tokens,
+                                           refilled_at)
+    VALUES (p_queue, p_max_claimed, p_rate, CASE WHEN p_rate IS NOT NULL THEN p_rate_period END,
+            v_burst, coalesce(v_burst, 0), clock_timestamp())
+    ON CONFLICT (queue) DO UPDATE
+      SET max_claimed = EXCLUDED.max_claimed, rate = EXCLUDED.rate,
+          rate_period = EXCLUDED.rate_period, burst = EXCLUDED.burst,
+          tokens = CASE WHEN l.rate IS NULL THEN EXCLUDED.tokens
+                        ELSE least(l.tokens, coalesce(EXCLUDED.burst, 0)) END,
+          updated_at = now()
+      WHERE (l.max_claimed, l.rate, l.rate_period, l.burst)
+            IS DISTINCT FROM (EXCLUDED.max_claimed, EXCLUDED.rate, EXCLUDED.rate_period,
+                              EXCLUDED.burst);
+  END IF;
+  IF NOT FOUND THEN
+    RETURN false;
+  END IF;
+  PERFORM pgqueue.notify_queue(p_queue);
+  RETURN true;
+END
+$$;
+
+-- The limits of every limited queue and where they stand: jobs claimed now, and the tokens
+-- in the bucket now (a fraction while it refills). Reads one row per limited queue and counts
+-- each concurrency-limited queue's claimed jobs.
+CREATE OR REPLACE FUNCTION pgqueue.limits()
+RETURNS TABLE (
+  queue text,
+  max_claimed int,
+  claimed bigint,
+  rate int,
+  rate_period interval,
+  burst int,
+  tokens float8
+)
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+SET jit = off
+AS $$
+BEGIN
+  RETURN QUERY
+  SELECT l.queue, l.max_claimed,
+         (SELECT count(*) FROM pgqueue.jobs j WHERE j.queue = l.queue AND j.state = 'claimed'),
+         l.rate, l.rate_period, l.burst, pgqueue.tokens_at(l, clock_timestamp())
+    FROM pgqueue.queue_limits l
+   ORDER BY l.queue;
+END
+$$;
+
+-- The tokens in a queue's bucket at p_at (NULL without a rate limit): what was left at the last
+-- take, refilled at rate / rate_period since, up to the burst.
+CREATE OR REPLACE FUNCTION pgqueue.tokens_at(p_limits pgqueue.queue_limits, p_at timestamptz)
+RETURNS float8
+LANGUAGE sql IMMUTABLE
+AS $$
+  SELECT CASE WHEN p_limits.rate IS NOT NULL THEN
+    LEAST(p_limits.burst::float8,
+          -- (OPERATOR() forms all bind alike, left to right: hence the parentheses)
+          p_limits.tokens OPERATOR(pg_catalog.+)
+            ((GREATEST(0::float8, pg_catalog.date_part('epoch', p_at OPERATOR(pg_catalog.-)
+                                                                p_limits.refilled_at))
+              OPERATOR(pg_catalog.*) p_limits.rate::float8)
+             OPERATOR(pg_catalog./) pg_catalog.date_part('epoch', p_limits.rate_period)))
+  END
+$$;
+
+-- Wakes the listeners of those of p_queues that have a concurrency limit: a job of theirs
+-- stopped being claimed, so an idle claimer waiting for a free place may take one now. Callers
+-- that already wake the queue (a requeued job) need not call it. With no limited queue, one
+-- look at an empty table.
+CREATE OR REPLACE FUNCTION pgqueue.slots_freed(p_queues text[])
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+  PERFORM pg_notify(pgqueue.channel(l.queue), l.queue)
+     FROM pgqueue.queue_limits l
+    WHERE l.max_claimed IS NOT NULL AND l.queue = ANY (p_queues);
+END
+$$;
+
 -- ── claim ─────────────────────────────────────────────────────────────────────────────────
 
 -- The distinct priorities of a queue's ready jobs, highest first, each with its earliest
@@ -1095,6 +1226,12 @@ AS $$
 DECLARE
   v_floor_check text;
   v_floor_due timestamptz;
+  v_limits pgqueue.queue_limits;
+  v_limited boolean;
+  v_limit int := p_limit;
+  v_now timestamptz;
+  v_tokens float8;
+  v_got int;
 BEGIN
   IF p_queue IS NULL OR p_worker_id IS NULL OR p_limit IS NULL OR p_lease_for IS NULL
      OR p_limit NOT BETWEEN 1 AND 10000 OR p_lease_for <= interval '0'
@@ -1116,6 +1253,27 @@ BEGIN
   -- A paused queue hands nothing out (the maintenance above still runs).
   IF EXISTS (SELECT FROM pgqueue.paused_queues pq WHERE pq.queue = p_queue) THEN
     RETURN;
+  END IF;
+  -- A limited queue (47_limits.sql): claims take turns on its row, so the count below sees
+  -- every claim committed before this one, and take no more than the limits leave. (No row:
+  -- one probe, nothing locked.)
+  SELECT l.* INTO v_limits FROM pgqueue.queue_limits l WHERE l.queue = p_queue FOR UPDATE;
+  v_limited := FOUND;
+  IF v_limited THEN
+    v_now := clock_timestamp();
+    IF v_limits.max_claimed IS NOT NULL THEN
+      v_limit := least(v_limit, v_limits.max_claimed - (
+        SELECT count(*) FROM (SELECT FROM pgqueue.jobs j
+                               WHERE j.queue = p_queue AND j.state = 'claimed'
+                               LIMIT v_limits.max_claimed) c)::int);
+    END IF;
+    IF v_limits.rate IS NOT NULL THEN
+      v_tokens := pgqueue.tokens_at(v_limits, v_now);
+      v_limit := least(v_limit, floor(v_tokens)::int);
+    END IF;
+    IF v_limit < 1 THEN
+      RETURN;
+    END IF;
   END IF;
   -- Whether the queue's floors are due to move: looked at only once the time this session
   -- noted for it has come (a session setting, as maintenance), since the look read two tables
@@ -1167,11 +1325,11 @@ BEGIN
           AND j.run_after <= now()
           AND j.attempts < j.max_attempts
         ORDER BY j.run_after, j.id
-        LIMIT p_limit
+        LIMIT v_limit
           FOR UPDATE SKIP LOCKED) n
      WHERE f.run_after <= now()
      ORDER BY f.priority DESC
-     LIMIT p_limit
+     LIMIT v_limit
   ), claimed AS (
     UPDATE pgqueue.jobs j
        SET state = 'claimed',
@@ -1190,6 +1348,15 @@ BEGIN
          c.lease_until, c.lease_token, c.run_after
     FROM claimed c
    ORDER BY c.priority DESC, c.run_after, c.id;  -- claim order
+  IF v_limited THEN
+    -- Tokens taken; and a write in every limited claim, so that a claim in REPEATABLE READ
+    -- whose snapshot predates this one fails to lock the row (40001) instead of counting
+    -- claimed jobs without this one's.
+    GET DIAGNOSTICS v_got = ROW_COUNT;
+    UPDATE pgqueue.queue_limits l
+       SET tokens = coalesce(v_tokens - v_got, l.tokens), refilled_at = v_now
+     WHERE l.queue = p_queue;
+  END IF;
 END
 $$;
 
@@ -1246,6 +1413,11 @@ SET jit = off
 AS $$
 DECLARE
   v_slot timestamptz;
+  v_due_now boolean;
+  v_next timestamptz;
+  v_limits pgqueue.queue_limits;
+  v_tokens float8;
+  v_token_due timestamptz;
 BEGIN
   IF p_queue IS NULL OR octet_length(p_queue) NOT BETWEEN 1 AND 255 OR p_queue ~ '[[:cntrl:]]' THEN
     PERFORM pgqueue.check_queue_name(p_queue);
@@ -1267,14 +1439,36 @@ BEGIN
                          'pgqueue.maintenance_checked_at', true), ''), '0')::float8 + 1),
                        now() + interval '20 milliseconds');
   END IF;
-  RETURN QUERY
   SELECT coalesce(bool_or(p.first_run_after <= now()), false),
          least(min((SELECT j.run_after FROM pgqueue.jobs j
                      WHERE j.queue = p_queue AND j.state = 'ready' AND j.priority = p.priority
                        AND j.run_after > now() AND j.run_after < 'infinity'
                        AND j.attempts < j.max_attempts
                      ORDER BY j.run_after LIMIT 1)), v_slot)
+    INTO v_due_now, v_next
     FROM pgqueue.ready_priorities(p_queue) p;  -- (an aggregate: one row, even of none)
+  -- A limited queue: at its concurrency limit nothing is claimable until a claimed job ends,
+  -- which wakes the queue (pgqueue.slots_freed); with its bucket empty, nothing starts before
+  -- the next token (a millisecond late, so the claim then finds it whole).
+  SELECT l.* INTO v_limits FROM pgqueue.queue_limits l WHERE l.queue = p_queue;
+  IF FOUND THEN
+    IF v_limits.max_claimed IS NOT NULL
+       AND (SELECT count(*) FROM (SELECT FROM pgqueue.jobs j
+                                   WHERE j.queue = p_queue AND j.state = 'claimed'
+                                   LIMIT v_limits.max_claimed) c) >= v_limits.max_claimed THEN
+      v_due_now := false;
+    ELSIF v_limits.rate IS NOT NULL THEN
+      v_tokens := pgqueue.tokens_at(v_limits, clock_timestamp());
+      IF v_tokens < 1 THEN
+        v_token_due := clock_timestamp() + v_limits.rate_period * ((1 - v_tokens) / v_limits.rate)
+                       + interval '1 millisecond';
+        v_next := CASE WHEN v_due_now THEN v_token_due
+                       WHEN v_next IS NOT NULL THEN greatest(v_next, v_token_due) END;
+        v_due_now := false;
+      END IF;
+    END IF;
+  END IF;
+  RETURN QUERY SELECT v_due_now, v_next;
 END
 $$;
 
@@ -1402,6 +1596,10 @@ BEGIN
     RETURN false;
   END IF;
   PERFORM pgqueue.count_done(ARRAY[v_queue]);
+  -- A place freed in a concurrency-limited queue wakes its claimers (pgqueue.slots_freed,
+  -- written out: a call costs more than this look at a usually empty table).
+  PERFORM pg_notify(pgqueue.channel(l.queue), l.queue)
+     FROM pgqueue.queue_limits l WHERE l.queue = v_queue AND l.max_claimed IS NOT NULL;
   RETURN true;
 END
 $$;
@@ -1455,6 +1653,7 @@ BEGIN
     FROM acked a;
   IF cardinality(v_ids) > 0 THEN
     PERFORM pgqueue.count_done(v_queues);
+    PERFORM pgqueue.slots_freed(v_queues);
   END IF;
   RETURN v_ids;
 END
@@ -1568,6 +1767,7 @@ BEGIN
            errors = pgqueue.error_history(j.errors, j.attempts, j.claimed_by,
                                           pgqueue.bounded_error(p_error))
      WHERE j.id = p_job_id;
+    PERFORM pgqueue.slots_freed(ARRAY[v_job.queue]);
     RETURN 'dead';
   END IF;
   v_delay := coalesce(p_requeue_after, pgqueue.retry_delay(v_job.queue, v_job.attempts));
@@ -1754,6 +1954,7 @@ BEGIN
   END LOOP;
   IF v_count > 0 THEN
     PERFORM pgqueue.count_failed(v_queues);  -- an expired lease is a failed attempt
+    PERFORM pgqueue.slots_freed(v_queues);   -- (those made dead: the others woke it above)
   END IF;
 
   WITH exhausted AS (
@@ -2542,8 +2743,8 @@ $$;
 
 -- Lets an existing role do what a pgqueue::worker does: a producer's rights plus claim,
 -- heartbeat, ack, nack, release (and learning their outcome after a lost answer), the janitor
--- and reading pgqueue.depth and queue_summary. Not: cancel,
--- retry_dead, gc, set_retry_backoff (administration), nor the tables. Idempotent.
+-- and reading pgqueue.depth, queue_summary and limits. Not: cancel,
+-- retry_dead, gc, set_retry_backoff, set_queue_limits (administration), nor the tables. Idempotent.
 CREATE OR REPLACE FUNCTION pgqueue.grant_worker(p_role regrole)
 RETURNS void
 LANGUAGE plpgsql
@@ -2554,7 +2755,7 @@ BEGIN
   PERFORM pgqueue.grant_functions(p_role,
     ARRAY['claim_batch', 'claim_next', 'next_run_after', 'wait_hint', 'heartbeat', 'ack',
           'ack_batch', 'nack', 'release', 'count_acked', 'lease_outcome',
-          'janitor_reset_stale_claims', 'queue_summary']);
+          'janitor_reset_stale_claims', 'queue_summary', 'limits']);
   EXECUTE format('GRANT SELECT ON pgqueue.depth TO %s', p_role);
 END
 $$;
@@ -2586,7 +2787,7 @@ BEGIN
        AND p.proname NOT IN ('grant_functions', 'grant_producer', 'grant_worker',
                               'revoke_access',
                               -- inlined into their callers (see there)
-                              'floor_starts', 'channel')
+                              'floor_starts', 'channel', 'tokens_at')
   LOOP
     EXECUTE pg_catalog.format('ALTER FUNCTION %s SECURITY DEFINER', v_fn);
   END LOOP;

@@ -11,6 +11,7 @@
 #include "pgqueue/metrics.hpp"
 #include "pgqueue/migrate.hpp"
 #include "pgqueue/queue.hpp"
+#include "pgqueue/queue_limits.hpp"
 #include "pgqueue/queue_options.hpp"
 #include "pgqueue/queue_status.hpp"
 #include "pgqueue/schedule.hpp"

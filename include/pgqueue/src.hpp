@@ -21,6 +21,7 @@
 #include "pgqueue/impl/metrics.ipp"
 #include "pgqueue/impl/migrate.ipp"
 #include "pgqueue/impl/queue.ipp"
+#include "pgqueue/impl/queue_limits.ipp"
 #include "pgqueue/impl/queue_status.ipp"
 #include "pgqueue/impl/schedule.ipp"
 #include "pgqueue/impl/worker.ipp"

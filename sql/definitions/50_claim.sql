@@ -104,6 +104,12 @@ AS $$
 DECLARE
   v_floor_check text;
   v_floor_due timestamptz;
+  v_limits pgqueue.queue_limits;
+  v_limited boolean;
+  v_limit int := p_limit;
+  v_now timestamptz;
+  v_tokens float8;
+  v_got int;
 BEGIN
   IF p_queue IS NULL OR p_worker_id IS NULL OR p_limit IS NULL OR p_lease_for IS NULL
      OR p_limit NOT BETWEEN 1 AND 10000 OR p_lease_for <= interval '0'
@@ -125,6 +131,27 @@ BEGIN
   -- A paused queue hands nothing out (the maintenance above still runs).
   IF EXISTS (SELECT FROM pgqueue.paused_queues pq WHERE pq.queue = p_queue) THEN
     RETURN;
+  END IF;
+  -- A limited queue (47_limits.sql): claims take turns on its row, so the count below sees
+  -- every claim committed before this one, and take no more than the limits leave. (No row:
+  -- one probe, nothing locked.)
+  SELECT l.* INTO v_limits FROM pgqueue.queue_limits l WHERE l.queue = p_queue FOR UPDATE;
+  v_limited := FOUND;
+  IF v_limited THEN
+    v_now := clock_timestamp();
+    IF v_limits.max_claimed IS NOT NULL THEN
+      v_limit := least(v_limit, v_limits.max_claimed - (
+        SELECT count(*) FROM (SELECT FROM pgqueue.jobs j
+                               WHERE j.queue = p_queue AND j.state = 'claimed'
+                               LIMIT v_limits.max_claimed) c)::int);
+    END IF;
+    IF v_limits.rate IS NOT NULL THEN
+      v_tokens := pgqueue.tokens_at(v_limits, v_now);
+      v_limit := least(v_limit, floor(v_tokens)::int);
+    END IF;
+    IF v_limit < 1 THEN
+      RETURN;
+    END IF;
   END IF;
   -- Whether the queue's floors are due to move: looked at only once the time this session
   -- noted for it has come (a session setting, as maintenance), since the look read two tables
@@ -176,11 +203,11 @@ BEGIN
           AND j.run_after <= now()
           AND j.attempts < j.max_attempts
         ORDER BY j.run_after, j.id
-        LIMIT p_limit
+        LIMIT v_limit
           FOR UPDATE SKIP LOCKED) n
      WHERE f.run_after <= now()
      ORDER BY f.priority DESC
-     LIMIT p_limit
+     LIMIT v_limit
   ), claimed AS (
     UPDATE pgqueue.jobs j
        SET state = 'claimed',
@@ -199,6 +226,15 @@ BEGIN
          c.lease_until, c.lease_token, c.run_after
     FROM claimed c
    ORDER BY c.priority DESC, c.run_after, c.id;  -- claim order
+  IF v_limited THEN
+    -- Tokens taken; and a write in every limited claim, so that a claim in REPEATABLE READ
+    -- whose snapshot predates this one fails to lock the row (40001) instead of counting
+    -- claimed jobs without this one's.
+    GET DIAGNOSTICS v_got = ROW_COUNT;
+    UPDATE pgqueue.queue_limits l
+       SET tokens = coalesce(v_tokens - v_got, l.tokens), refilled_at = v_now
+     WHERE l.queue = p_queue;
+  END IF;
 END
 $$;
 
@@ -255,6 +291,11 @@ SET jit = off
 AS $$
 DECLARE
   v_slot timestamptz;
+  v_due_now boolean;
+  v_next timestamptz;
+  v_limits pgqueue.queue_limits;
+  v_tokens float8;
+  v_token_due timestamptz;
 BEGIN
   IF p_queue IS NULL OR octet_length(p_queue) NOT BETWEEN 1 AND 255 OR p_queue ~ '[[:cntrl:]]' THEN
     PERFORM pgqueue.check_queue_name(p_queue);
@@ -276,13 +317,35 @@ BEGIN
                          'pgqueue.maintenance_checked_at', true), ''), '0')::float8 + 1),
                        now() + interval '20 milliseconds');
   END IF;
-  RETURN QUERY
   SELECT coalesce(bool_or(p.first_run_after <= now()), false),
          least(min((SELECT j.run_after FROM pgqueue.jobs j
                      WHERE j.queue = p_queue AND j.state = 'ready' AND j.priority = p.priority
                        AND j.run_after > now() AND j.run_after < 'infinity'
                        AND j.attempts < j.max_attempts
                      ORDER BY j.run_after LIMIT 1)), v_slot)
+    INTO v_due_now, v_next
     FROM pgqueue.ready_priorities(p_queue) p;  -- (an aggregate: one row, even of none)
+  -- A limited queue: at its concurrency limit nothing is claimable until a claimed job ends,
+  -- which wakes the queue (pgqueue.slots_freed); with its bucket empty, nothing starts before
+  -- the next token (a millisecond late, so the claim then finds it whole).
+  SELECT l.* INTO v_limits FROM pgqueue.queue_limits l WHERE l.queue = p_queue;
+  IF FOUND THEN
+    IF v_limits.max_claimed IS NOT NULL
+       AND (SELECT count(*) FROM (SELECT FROM pgqueue.jobs j
+                                   WHERE j.queue = p_queue AND j.state = 'claimed'
+                                   LIMIT v_limits.max_claimed) c) >= v_limits.max_claimed THEN
+      v_due_now := false;
+    ELSIF v_limits.rate IS NOT NULL THEN
+      v_tokens := pgqueue.tokens_at(v_limits, clock_timestamp());
+      IF v_tokens < 1 THEN
+        v_token_due := clock_timestamp() + v_limits.rate_period * ((1 - v_tokens) / v_limits.rate)
+                       + interval '1 millisecond';
+        v_next := CASE WHEN v_due_now THEN v_token_due
+                       WHEN v_next IS NOT NULL THEN greatest(v_next, v_token_due) END;
+        v_due_now := false;
+      END IF;
+    END IF;
+  END IF;
+  RETURN QUERY SELECT v_due_now, v_next;
 END
 $$;

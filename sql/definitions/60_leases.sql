@@ -122,6 +122,10 @@ BEGIN
     RETURN false;
   END IF;
   PERFORM pgqueue.count_done(ARRAY[v_queue]);
+  -- A place freed in a concurrency-limited queue wakes its claimers (pgqueue.slots_freed,
+  -- written out: a call costs more than this look at a usually empty table).
+  PERFORM pg_notify(pgqueue.channel(l.queue), l.queue)
+     FROM pgqueue.queue_limits l WHERE l.queue = v_queue AND l.max_claimed IS NOT NULL;
   RETURN true;
 END
 $$;
@@ -175,6 +179,7 @@ BEGIN
     FROM acked a;
   IF cardinality(v_ids) > 0 THEN
     PERFORM pgqueue.count_done(v_queues);
+    PERFORM pgqueue.slots_freed(v_queues);
   END IF;
   RETURN v_ids;
 END
@@ -288,6 +293,7 @@ BEGIN
            errors = pgqueue.error_history(j.errors, j.attempts, j.claimed_by,
                                           pgqueue.bounded_error(p_error))
      WHERE j.id = p_job_id;
+    PERFORM pgqueue.slots_freed(ARRAY[v_job.queue]);
     RETURN 'dead';
   END IF;
   v_delay := coalesce(p_requeue_after, pgqueue.retry_delay(v_job.queue, v_job.attempts));

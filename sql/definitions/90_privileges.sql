@@ -42,8 +42,8 @@ $$;
 
 -- Lets an existing role do what a pgqueue::worker does: a producer's rights plus claim,
 -- heartbeat, ack, nack, release (and learning their outcome after a lost answer), the janitor
--- and reading pgqueue.depth and queue_summary. Not: cancel,
--- retry_dead, gc, set_retry_backoff (administration), nor the tables. Idempotent.
+-- and reading pgqueue.depth, queue_summary and limits. Not: cancel,
+-- retry_dead, gc, set_retry_backoff, set_queue_limits (administration), nor the tables. Idempotent.
 CREATE OR REPLACE FUNCTION pgqueue.grant_worker(p_role regrole)
 RETURNS void
 LANGUAGE plpgsql
@@ -54,7 +54,7 @@ BEGIN
   PERFORM pgqueue.grant_functions(p_role,
     ARRAY['claim_batch', 'claim_next', 'next_run_after', 'wait_hint', 'heartbeat', 'ack',
           'ack_batch', 'nack', 'release', 'count_acked', 'lease_outcome',
-          'janitor_reset_stale_claims', 'queue_summary']);
+          'janitor_reset_stale_claims', 'queue_summary', 'limits']);
   EXECUTE format('GRANT SELECT ON pgqueue.depth TO %s', p_role);
 END
 $$;
@@ -86,7 +86,7 @@ BEGIN
        AND p.proname NOT IN ('grant_functions', 'grant_producer', 'grant_worker',
                               'revoke_access',
                               -- inlined into their callers (see there)
-                              'floor_starts', 'channel')
+                              'floor_starts', 'channel', 'tokens_at')
   LOOP
     EXECUTE pg_catalog.format('ALTER FUNCTION %s SECURITY DEFINER', v_fn);
   END LOOP;

@@ -84,10 +84,11 @@ TEST_CASE("no pgqueue function is executable without a grant", "[privileges]") {
   CHECK(admin.scalar("SELECT has_schema_privilege($1, 'pgqueue', 'USAGE')", {nobody.name()}) ==
         "f");
   // Every function runs as its owner except the grant helpers, which must run as their caller,
-  // and floor_starts and channel, which are inlined into pgqueue's own functions.
+  // and floor_starts, channel and tokens_at, which are inlined into pgqueue's own functions.
   CHECK(admin.integer("SELECT count(*) FROM pg_proc WHERE pronamespace = 'pgqueue'::regnamespace "
                       "AND prokind = 'f' AND prosecdef = (proname LIKE 'grant%' OR "
-                      "proname IN ('revoke_access', 'floor_starts', 'channel'))") == 0);
+                      "proname IN ('revoke_access', 'floor_starts', 'channel', 'tokens_at'))") ==
+        0);
   session s(nobody.dsn());
   CHECK(s.error_of("SELECT pgqueue.enqueue('q', '{}')") == denied);
 }

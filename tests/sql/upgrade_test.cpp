@@ -369,12 +369,9 @@ TEST_CASE("every upgrade path ends in the schema a fresh install makes", "[upgra
   REQUIRE_THAT(expected, Catch::Contains("index CREATE INDEX jobs_ready_idx") &&
                              Catch::Contains("function pgqueue.claim_batch(text,text,integer,"
                                              "interval) definer"));
-  const std::vector<std::pair<std::string, std::string>> starts = {{"the seed", seed_file()},
-                                                                   {"version 2", v2_file()},
-                                                                   {"version 3", v3_file()},
-                                                                   {"version 4", v4_file()},
-                                                                   {"version 6", v6_file()},
-                                                                   {"version 8", v8_file()}};
+  const std::vector<std::pair<std::string, std::string>> starts = {
+      {"the seed", seed_file()}, {"version 2", v2_file()}, {"version 3", v3_file()},
+      {"version 4", v4_file()},  {"version 6", v6_file()}, {"version 8", v8_file()}};
   for (const auto& [from, file] : starts) {
     INFO("upgraded from " << from);
     scratch_database db(false);
