@@ -1449,7 +1449,9 @@ BEGIN
     FROM pgqueue.ready_priorities(p_queue) p;  -- (an aggregate: one row, even of none)
   -- A limited queue: at its concurrency limit nothing is claimable until a claimed job ends,
   -- which wakes the queue (pgqueue.slots_freed); with its bucket empty, nothing starts before
-  -- the next token (a millisecond late, so the claim then finds it whole).
+  -- the next token (a millisecond late, so the claim then finds it whole). Every idle claimer
+  -- wakes then, and one takes the tokens: at a high rate they wake once tokens for 20 ms have
+  -- gathered (up to the burst), so no claimer wakes more than about 50 times a second.
   SELECT l.* INTO v_limits FROM pgqueue.queue_limits l WHERE l.queue = p_queue;
   IF FOUND THEN
     IF v_limits.max_claimed IS NOT NULL
@@ -1460,7 +1462,12 @@ BEGIN
     ELSIF v_limits.rate IS NOT NULL THEN
       v_tokens := pgqueue.tokens_at(v_limits, clock_timestamp());
       IF v_tokens < 1 THEN
-        v_token_due := clock_timestamp() + v_limits.rate_period * ((1 - v_tokens) / v_limits.rate)
+        v_token_due := clock_timestamp()
+                       + v_limits.rate_period
+                         * ((least(v_limits.burst::float8,
+                                   greatest(1, v_limits.rate * 0.02
+                                               / extract(epoch FROM v_limits.rate_period)::float8))
+                             - v_tokens) / v_limits.rate)
                        + interval '1 millisecond';
         v_next := CASE WHEN v_due_now THEN v_token_due
                        WHEN v_next IS NOT NULL THEN greatest(v_next, v_token_due) END;
