@@ -21,13 +21,13 @@ namespace pgqueue {
 /// nothing; idle workers wait for a job to end or for the next token, they do not poll. An
 /// empty member sets no such limit; both empty removes the queue's limits.
 struct queue_limits {
-  std::string queue;
-  std::optional<int> max_claimed;  ///< >= 1: jobs of the queue claimed at once, fleet-wide
-  std::optional<int> rate;         ///< >= 1: jobs started per `rate_period`
+  std::string queue{};
+  std::optional<int> max_claimed{};  ///< >= 1: jobs of the queue claimed at once, fleet-wide
+  std::optional<int> rate{};         ///< >= 1: jobs started per `rate_period`
   /// The period of `rate`, whole milliseconds (> 0).
   std::chrono::milliseconds rate_period = std::chrono::seconds(1);
   /// >= 1: jobs that may start at once after a quiet spell (default: `rate`). Needs a rate.
-  std::optional<int> burst;
+  std::optional<int> burst{};
 };
 
 /// Sets `l.queue`'s limits (replacing the ones it had). True when something changed; setting
@@ -40,8 +40,8 @@ asio::awaitable<bool> set_queue_limits(database& db, const queue_limits& l);
 /// Where a limited queue stands (`pgqueue.limits()`).
 struct queue_limit_status {
   queue_limits limits;
-  std::int64_t claimed = 0;      ///< its jobs claimed now
-  std::optional<double> tokens;  ///< tokens in its bucket now (a fraction while refilling)
+  std::int64_t claimed = 0;        ///< its jobs claimed now
+  std::optional<double> tokens{};  ///< tokens in its bucket now (a fraction while refilling)
 };
 
 /// Every queue with limits, by name. One round trip; counts each concurrency-limited queue's

@@ -1,0 +1,133 @@
+// set_queue_limits / read_queue_limits from C++: limits set, read back and removed; bad ones
+// refused with the server's SQLSTATE and nothing stored; a raised limit wakes an idle worker
+// at once (its poll interval is a minute: only the wake-up can do it); a cancelled call either
+// took effect or did not, and the connection goes on.
+#include <asio/experimental/awaitable_operators.hpp>
+#include <asio/redirect_error.hpp>
+#include <pgqueue/pgqueue.hpp>
+
+#include "support/async.hpp"
+#include "support/expect_error.hpp"
+#include "support/queue_fixture.hpp"
+#include "support/session.hpp"
+
+namespace queue_limits_test {
+
+using namespace pgq_test;
+using namespace std::chrono_literals;
+
+TEST_CASE("limits are set, read back, refused when bad, and removed", "[limits]") {
+  queue_fixture f;
+  run_async([&]() -> asio::awaitable<void> {
+    auto db = co_await f.connect();
+    const pgqueue::queue_limits mail{
+        .queue = "mail", .max_claimed = 3, .rate = 100, .rate_period = 1min, .burst = 10};
+    const bool set = co_await pgqueue::set_queue_limits(db, mail);
+    CHECK(set);
+    const bool again = co_await pgqueue::set_queue_limits(db, mail);
+    CHECK_FALSE(again);  // unchanged: nothing written
+    const pgqueue::queue_limits api{.queue = "api", .max_claimed = 1};
+    co_await pgqueue::set_queue_limits(db, api);
+
+    auto all = co_await pgqueue::read_queue_limits(db);
+    REQUIRE(all.size() == 2);
+    CHECK(all[0].limits.queue == "api");
+    CHECK(all[0].limits.max_claimed == 1);
+    CHECK_FALSE(all[0].limits.rate);
+    CHECK_FALSE(all[0].tokens);
+    CHECK(all[1].limits.queue == "mail");
+    CHECK(all[1].limits.max_claimed == 3);
+    CHECK(all[1].limits.rate == 100);
+    CHECK(all[1].limits.rate_period == 1min);
+    CHECK(all[1].limits.burst == 10);
+    CHECK(all[1].claimed == 0);
+    REQUIRE(all[1].tokens);
+    CHECK(*all[1].tokens == Approx(10));  // a new bucket starts full
+
+    const pgqueue::queue_limits zero{.queue = "mail", .max_claimed = 0};
+    auto e = co_await expect_error(pgqueue::set_queue_limits(db, zero));
+    CHECK(e.sqlstate() == "22023");
+    const pgqueue::queue_limits no_period{.queue = "mail", .rate = 5, .rate_period = 0ms};
+    e = co_await expect_error(pgqueue::set_queue_limits(db, no_period));
+    CHECK(e.sqlstate() == "22023");
+    const pgqueue::queue_limits burst_alone{.queue = "mail", .burst = 5};
+    e = co_await expect_error(pgqueue::set_queue_limits(db, burst_alone));
+    CHECK(e.sqlstate() == "22023");
+    auto unchanged = co_await pgqueue::read_queue_limits(db);
+    CHECK(unchanged[1].limits.max_claimed == 3);
+
+    const pgqueue::queue_limits none{.queue = "mail"};
+    const bool removed = co_await pgqueue::set_queue_limits(db, none);
+    CHECK(removed);
+    auto left = co_await pgqueue::read_queue_limits(db);
+    REQUIRE(left.size() == 1);
+    CHECK(left[0].limits.queue == "api");
+  });
+}
+
+TEST_CASE("a worker at its queue's limit waits; raising the limit wakes it at once", "[limits]") {
+  queue_fixture f;
+  session admin(f.db.dsn());
+  run_async([&]() -> asio::awaitable<void> {
+    auto ex = co_await asio::this_coro::executor;
+    auto control = co_await f.connect();
+    const pgqueue::queue_limits one{.queue = "q", .max_claimed = 1};
+    co_await pgqueue::set_queue_limits(control, one);
+    pgqueue::queue q{co_await f.connect(), "q", {.poll_interval = 60s}};
+    pgqueue::queue producer{control, "q"};
+    for (int i = 0; i < 2; ++i) co_await producer.enqueue("{}");
+    int running = 0, most = 0, ran = 0;
+    asio::steady_timer release(ex, 30s);  // the first handler holds its place until cancelled
+    asio::steady_timer both_ran(ex, 30s);
+    pgqueue::worker w(q, [&](const pgqueue::job&) -> asio::awaitable<void> {
+      most = std::max(most, ++running);
+      if (++ran == 2) both_ran.cancel();
+      std::error_code ec;
+      co_await release.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+      --running;
+    });
+    auto body = [&]() -> asio::awaitable<void> {
+      const bool one_running = co_await eventually([&] { return ran == 1; });
+      CHECK(one_running);
+      co_await pause(300ms);  // the subject is time: the second job waits for a place
+      CHECK(ran == 1);
+      const pgqueue::queue_limits two{.queue = "q", .max_claimed = 2};
+      co_await pgqueue::set_queue_limits(control, two);
+      std::error_code ec;
+      co_await both_ran.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+      CHECK(ec == asio::error::operation_aborted);  // woken, not the 30 s timer
+      release.cancel();
+      w.stop();
+    };
+    using namespace asio::experimental::awaitable_operators;
+    co_await (w.run() && body());
+    CHECK(most == 2);
+  });
+  CHECK(count_jobs(admin, "done", "q") == 2);
+}
+
+TEST_CASE("a cancelled set_queue_limits took effect or did not; the connection goes on",
+          "[limits][cancel]") {
+  queue_fixture f;
+  session admin(f.db.dsn());
+  for (int steps = 0; steps < 4; ++steps) {
+    INFO("cancelled after " << steps << " hops");
+    run_async([&]() -> asio::awaitable<void> {
+      auto db = co_await f.connect();
+      const pgqueue::queue_limits l{.queue = "q" + std::to_string(steps), .max_claimed = 2};
+      auto setting = [&]() -> asio::awaitable<void> { co_await pgqueue::set_queue_limits(db, l); };
+      auto failure =
+          co_await cancelled_by(setting(), hops(steps), asio::cancellation_type::terminal);
+      const auto stored =
+          admin.integer("SELECT count(*) FROM pgqueue.queue_limits WHERE queue = $1", {l.queue});
+      // Returned: stored. Cancelled: stored or not (a cancel once the statement is sent comes
+      // too late to stop it), never half.
+      if (!failure) CHECK(stored == 1);
+      CHECK(stored <= 1);
+      auto after = co_await pgqueue::read_queue_limits(db);  // the connection still works
+      CHECK(static_cast<std::int64_t>(after.size()) >= stored);
+    });
+  }
+}
+
+}  // namespace queue_limits_test
