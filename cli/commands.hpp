@@ -46,6 +46,16 @@ int schedule(const context& ctx, const schedule_args& args);
 int schedules(const context& ctx);
 int unschedule(const context& ctx, const std::string& name);
 
+// commands/limits.cpp
+struct limit_args {
+  std::string queue;
+  std::optional<int> concurrency, rate, burst;
+  std::string per = "1 second";
+  bool none = false;
+};
+int limit(const context& ctx, const limit_args& args);
+int limits(const context& ctx);
+
 // commands/control.cpp
 int retry(const context& ctx, const std::string& queue, const std::vector<std::int64_t>& ids);
 int cancel(const context& ctx, const std::vector<std::int64_t>& ids);

@@ -189,6 +189,26 @@ int main(int argc, char** argv) {
   unschedule_cmd->add_option("name", unschedule_name, "the schedule's name")->required();
   unschedule_cmd->callback([&] { action = [&] { return unschedule(ctx, unschedule_name); }; });
 
+  limit_args lim;
+  auto* limit_cmd = app.add_subcommand(
+      "limit", "limit QUEUE fleet-wide: jobs claimed at once, jobs started per period");
+  limit_cmd->add_option("queue", lim.queue, "queue name")->required();
+  limit_cmd->add_option("--concurrency", lim.concurrency, "at most N of its jobs claimed at once")
+      ->check(CLI::Range(1, std::numeric_limits<int>::max()));
+  limit_cmd->add_option("--rate", lim.rate, "at most N of its jobs started per --per")
+      ->check(CLI::Range(1, std::numeric_limits<int>::max()));
+  limit_cmd->add_option("--per", lim.per, "the rate's period, an interval (default '1 second')");
+  limit_cmd
+      ->add_option("--burst", lim.burst,
+                   "jobs that may start at once after a quiet spell "
+                   "(default: the rate)")
+      ->check(CLI::Range(1, std::numeric_limits<int>::max()));
+  limit_cmd->add_flag("--none", lim.none, "remove the queue's limits");
+  limit_cmd->callback([&] { action = [&] { return limit(ctx, lim); }; });
+  auto* limits_cmd = app.add_subcommand(
+      "limits", "list the limited queues: limits, jobs claimed now, tokens in the bucket");
+  limits_cmd->callback([&] { action = [&] { return limits(ctx); }; });
+
   top_args top_opts;
   auto* top_cmd = app.add_subcommand(
       "top", "the queues live: counts, age, lag and rates per queue (q quits; space: now)");

@@ -370,4 +370,55 @@ TEST_CASE(
   CHECK(admin.integer("SELECT count(*) FROM pgqueue.schedules") == 0);
 }
 
+TEST_CASE(
+    "limit sets a queue's limits idempotently, limits lists them, --none removes them; "
+    "bad limits change nothing",
+    "[cli]") {
+  scratch_database db(true);
+  session admin(db.dsn());
+  auto set = tool(db, {"limit", "mail", "--concurrency", "3", "--rate", "50", "--per", "1 minute",
+                       "--burst", "5"});
+  INFO(set.err);
+  CHECK(set.exit_code == 0);
+  CHECK(set.out == "limited mail\n");
+  auto again = tool(db, {"--json", "limit", "mail", "--concurrency", "3", "--rate", "50", "--per",
+                         "1 minute", "--burst", "5"});
+  CHECK(again.exit_code == 0);
+  CHECK(nlohmann::json::parse(again.out)["changed"] == false);
+  CHECK(*admin.scalar("SELECT concat_ws(' ', max_claimed, rate, rate_period, burst) "
+                      "FROM pgqueue.queue_limits") == "3 50 00:01:00 5");
+
+  auto list = tool(db, {"--json", "limits"});
+  CHECK(list.exit_code == 0);
+  const auto rows = nlohmann::json::parse(list.out);
+  REQUIRE(rows.size() == 1);
+  CHECK(rows[0]["queue"] == "mail");
+  CHECK(rows[0]["max_claimed"] == 3);
+  CHECK(rows[0]["claimed"] == 0);
+  CHECK(rows[0]["tokens"] == 5.0);
+  auto text = tool(db, {"limits"});
+  CHECK(
+      text.out.starts_with("queue  max_claimed  claimed  rate  per       burst  tokens\n"
+                           "mail   3            0        50    00:01:00  5      5.00"));
+
+  for (const std::vector<std::string>& bad :
+       {std::vector<std::string>{"limit", "mail"},
+        std::vector<std::string>{"limit", "mail", "--concurrency", "0"},
+        std::vector<std::string>{"limit", "mail", "--rate", "5", "--per", "soon"},
+        std::vector<std::string>{"limit", "mail", "--rate", "5", "--per", "-1 second"},
+        std::vector<std::string>{"limit", "mail", "--concurrency", "2", "--burst", "3"},
+        std::vector<std::string>{"limit", "mail", "--none", "--concurrency", "2"},
+        std::vector<std::string>{"limit", "", "--concurrency", "2"}}) {
+    auto refused = tool(db, bad);
+    INFO(refused.err);
+    CHECK(refused.exit_code == 2);
+  }
+  CHECK(*admin.scalar("SELECT concat_ws(' ', max_claimed, rate) FROM pgqueue.queue_limits") ==
+        "3 50");
+
+  auto removed = tool(db, {"limit", "mail", "--none"});
+  CHECK(removed.out == "removed the limits of mail\n");
+  CHECK(admin.integer("SELECT count(*) FROM pgqueue.queue_limits") == 0);
+}
+
 }  // namespace cli_test
