@@ -26,7 +26,7 @@ Runs the benchmark scenarios against the server (each in a database of its own, 
 dropped; the role needs CREATEDB) and prints a table on stdout, progress on stderr.
   --only LIST          scenarios to run, comma-separated (default: all but pinned, soak,
                        observe) enqueue,drain,latency,scale,reference,memory,
-                       transactions,cli,pinned,soak,observe
+                       transactions,cli,limits,pinned,soak,observe
   --json FILE          also write the results as JSON
   --seconds N          length of each timed run (default 5)
   --drain-jobs N       jobs pre-filled for each drain (default 50000)
@@ -168,7 +168,7 @@ std::string today() {
 int main(int argc, char** argv) {
   bench::context ctx;
   ctx.opt.self = self_path();
-  std::string only = "enqueue,drain,latency,scale,reference,memory,transactions,cli";
+  std::string only = "enqueue,drain,latency,scale,reference,memory,transactions,cli,limits";
   std::string json, child_mode, after_migrate;
   std::vector<std::string> positional;
   try {
@@ -249,6 +249,7 @@ int main(int argc, char** argv) {
       {"transactions", bench::run_transactions},
       {"cli", bench::run_cli},
       {"observe", bench::run_observe},
+      {"limits", bench::run_limits},
   };
   std::map<std::string, bool> wanted;
   std::stringstream list(only);

@@ -19,6 +19,7 @@ void run_soak(context& ctx);          ///< half the peak rate for a long time, g
 void run_transactions(context& ctx);  ///< transactional enqueue on a pool, checkout cost
 void run_cli(context& ctx);           ///< the pgqueue command's enqueue from stdin vs the library
 void run_observe(context& ctx);       ///< depth, queue_summary, metrics with 10M done jobs
+void run_limits(context& ctx);        ///< concurrency- and rate-limited queues, claim overhead
 
 /// The memory scenario's child process: prints "<baseline KiB> <peak KiB>" and exits.
 int memory_child(const std::string& mode, const std::string& dsn, int jobs);
