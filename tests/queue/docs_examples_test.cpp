@@ -170,6 +170,17 @@ asio::awaitable<void> declare_schedules(pgqueue::database db) {
   co_await pgqueue::remove_schedule(db, "ping");  // its jobs stay
 }
 
+// ---- README.md, docs/cpp-api.md: limits per queue ----
+asio::awaitable<void> limit_queues(pgqueue::database db) {
+  // At most 3 renders at once across every process; at most 50 mails a second.
+  pgqueue::queue_limits renders{.queue = "render", .max_claimed = 3};
+  co_await pgqueue::set_queue_limits(db, renders);  // true when created or changed
+  pgqueue::queue_limits mail{.queue = "mail", .rate = 50, .rate_period = std::chrono::seconds(1)};
+  co_await pgqueue::set_queue_limits(db, mail);
+  auto limits = co_await pgqueue::read_queue_limits(db);  // each with claimed and tokens now
+  std::cout << limits.size() << " limited queues\n";
+}
+
 // clang-format on
 
 // Returns once `sql` counts `n` (bounded: the caller's checks fail otherwise).
@@ -290,6 +301,19 @@ TEST_CASE("the exactly-once worker example writes one invoice per job", "[queue]
   });
   CHECK(s.integer("SELECT count(*) FROM pgqueue.jobs WHERE state = 'done'") == 30);
   CHECK(s.integer("SELECT count(*) FROM invoices") == 30);
+}
+
+TEST_CASE("the limits example sets what it says", "[queue][docs]") {
+  scratch_database db;
+  session s(db.dsn());
+  run_async([&]() -> asio::awaitable<void> {
+    auto conn = co_await pgqueue::connect(co_await asio::this_coro::executor, db.dsn());
+    co_await limit_queues(conn);
+    co_await limit_queues(conn);  // again: unchanged
+  });
+  CHECK(*s.scalar("SELECT string_agg(concat_ws(' ', queue, max_claimed, rate, rate_period, "
+                  "burst), ', ' ORDER BY queue) FROM pgqueue.queue_limits") ==
+        "mail 50 00:00:01 50, render 3");
 }
 
 }  // namespace queue_docs_examples_test

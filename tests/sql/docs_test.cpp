@@ -52,6 +52,16 @@ SELECT count(*) FROM pgqueue.schedules;                                         
 SELECT pgqueue.unschedule('ping');                                                         -- t
 )sql";
 
+// docs/sql-api.md and README.md: limits per queue.
+const char* limits_example = R"sql(
+SELECT pgqueue.set_queue_limits('render', 3);                        -- t
+SELECT pgqueue.set_queue_limits('render', 3);                        -- f (unchanged)
+SELECT pgqueue.set_queue_limits('mail', NULL, 50, '1 second');       -- t
+SELECT pgqueue.set_queue_limits('api', 10, 600, '1 minute', 20);     -- t
+SELECT queue FROM pgqueue.limits();                                  -- api, mail, render
+SELECT pgqueue.set_queue_limits('api');                              -- t (removed)
+)sql";
+
 // ---- docs/security.md ----
 const char* roles_example = R"sql(
 CREATE ROLE app_producer LOGIN PASSWORD '...';
@@ -113,6 +123,15 @@ TEST_CASE("the periodic jobs example gives the results its comments say", "[docs
   run_checked(s, schedules_example);
   CHECK(*s.scalar("SELECT name || ' ' || payload::text FROM pgqueue.schedules") ==
         "nightly {\"n\": 1}");
+}
+
+TEST_CASE("the limits example gives the results its comments say", "[docs]") {
+  scratch_database db;
+  session s(db.dsn());
+  run_checked(s, limits_example);
+  CHECK(*s.scalar("SELECT string_agg(queue || ' ' || coalesce(max_claimed::text, '-') || ' ' || "
+                  "coalesce(rate::text, '-'), ', ' ORDER BY queue) FROM pgqueue.queue_limits") ==
+        "mail - 50, render 3 -");
 }
 
 TEST_CASE("the roles example grants what it says", "[docs]") {
