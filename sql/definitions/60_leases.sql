@@ -179,7 +179,9 @@ BEGIN
     FROM acked a;
   IF cardinality(v_ids) > 0 THEN
     PERFORM pgqueue.count_done(v_queues);
-    PERFORM pgqueue.slots_freed(v_queues);
+    -- pgqueue.slots_freed, written out as in ack.
+    PERFORM pg_notify(pgqueue.channel(l.queue), l.queue)
+       FROM pgqueue.queue_limits l WHERE l.queue = ANY (v_queues) AND l.max_claimed IS NOT NULL;
   END IF;
   RETURN v_ids;
 END
