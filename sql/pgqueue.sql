@@ -456,6 +456,15 @@ CREATE TABLE IF NOT EXISTS pgqueue.queue_limits (
   CHECK (max_claimed IS NOT NULL OR rate IS NOT NULL)
 );
 
+-- When limits last changed: set_queue_limits writes this row, and a claim in a REPEATABLE READ
+-- or SERIALIZABLE transaction locks it, so one whose snapshot predates a change (a limit it
+-- cannot see) fails with 40001 rather than claiming past it.
+CREATE TABLE IF NOT EXISTS pgqueue.queue_limits_changed (
+  singleton boolean PRIMARY KEY DEFAULT true CHECK (singleton),
+  changed_at timestamptz NOT NULL DEFAULT now()
+);
+INSERT INTO pgqueue.queue_limits_changed DEFAULT VALUES ON CONFLICT DO NOTHING;
+
 -- Dependencies: a job enqueued with depends_on waits ('waiting') until every job it depends on
 -- is done, then becomes ready. One row per edge still to be satisfied.
 ALTER TABLE pgqueue.jobs DROP CONSTRAINT IF EXISTS jobs_state_check;
@@ -1054,6 +1063,7 @@ BEGIN
   IF NOT FOUND THEN
     RETURN false;
   END IF;
+  UPDATE pgqueue.queue_limits_changed SET changed_at = now();
   PERFORM pgqueue.notify_queue(p_queue);
   RETURN true;
 END
@@ -1256,7 +1266,12 @@ BEGIN
   END IF;
   -- A limited queue (47_limits.sql): claims take turns on its row, so the count below sees
   -- every claim committed before this one, and take no more than the limits leave. (No row:
-  -- one probe, nothing locked.)
+  -- one probe, nothing locked.) An older snapshot than this statement's (REPEATABLE READ,
+  -- SERIALIZABLE) may not see limits set since: locking the row set_queue_limits writes makes
+  -- such a claim fail (40001) instead.
+  IF current_setting('transaction_isolation') <> 'read committed' THEN
+    PERFORM FROM pgqueue.queue_limits_changed FOR SHARE;
+  END IF;
   SELECT l.* INTO v_limits FROM pgqueue.queue_limits l WHERE l.queue = p_queue FOR UPDATE;
   v_limited := FOUND;
   IF v_limited THEN

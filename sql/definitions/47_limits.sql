@@ -63,6 +63,7 @@ BEGIN
   IF NOT FOUND THEN
     RETURN false;
   END IF;
+  UPDATE pgqueue.queue_limits_changed SET changed_at = now();
   PERFORM pgqueue.notify_queue(p_queue);
   RETURN true;
 END

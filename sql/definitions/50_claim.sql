@@ -134,7 +134,12 @@ BEGIN
   END IF;
   -- A limited queue (47_limits.sql): claims take turns on its row, so the count below sees
   -- every claim committed before this one, and take no more than the limits leave. (No row:
-  -- one probe, nothing locked.)
+  -- one probe, nothing locked.) An older snapshot than this statement's (REPEATABLE READ,
+  -- SERIALIZABLE) may not see limits set since: locking the row set_queue_limits writes makes
+  -- such a claim fail (40001) instead.
+  IF current_setting('transaction_isolation') <> 'read committed' THEN
+    PERFORM FROM pgqueue.queue_limits_changed FOR SHARE;
+  END IF;
   SELECT l.* INTO v_limits FROM pgqueue.queue_limits l WHERE l.queue = p_queue FOR UPDATE;
   v_limited := FOUND;
   IF v_limited THEN

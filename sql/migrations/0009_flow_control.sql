@@ -18,6 +18,15 @@ CREATE TABLE IF NOT EXISTS pgqueue.queue_limits (
   CHECK (max_claimed IS NOT NULL OR rate IS NOT NULL)
 );
 
+-- When limits last changed: set_queue_limits writes this row, and a claim in a REPEATABLE READ
+-- or SERIALIZABLE transaction locks it, so one whose snapshot predates a change (a limit it
+-- cannot see) fails with 40001 rather than claiming past it.
+CREATE TABLE IF NOT EXISTS pgqueue.queue_limits_changed (
+  singleton boolean PRIMARY KEY DEFAULT true CHECK (singleton),
+  changed_at timestamptz NOT NULL DEFAULT now()
+);
+INSERT INTO pgqueue.queue_limits_changed DEFAULT VALUES ON CONFLICT DO NOTHING;
+
 -- Dependencies: a job enqueued with depends_on waits ('waiting') until every job it depends on
 -- is done, then becomes ready. One row per edge still to be satisfied.
 ALTER TABLE pgqueue.jobs DROP CONSTRAINT IF EXISTS jobs_state_check;

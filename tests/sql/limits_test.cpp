@@ -118,8 +118,10 @@ TEST_CASE("a concurrency limit holds when many sessions claim at the same moment
   CHECK(count_jobs(s, "claimed", "q") == 3);
 }
 
-TEST_CASE("a claim whose snapshot predates another limited claim fails instead of exceeding",
-          "[limits]") {
+TEST_CASE(
+    "a claim whose snapshot predates another limited claim or the limit fails instead of "
+    "exceeding",
+    "[limits]") {
   scratch_database db;
   session s(db.dsn());
   session old(db.dsn());
@@ -130,6 +132,18 @@ TEST_CASE("a claim whose snapshot predates another limited claim fails instead o
   CHECK(old.error_of("SELECT * FROM pgqueue.claim_batch('q', 'old', 5)") == "40001");
   old.script("ROLLBACK");
   CHECK(count_jobs(s, "claimed", "q") == 1);
+
+  // A snapshot that predates the limit itself (its row invisible to it) fails as well.
+  enqueue_n(s, "fresh", 5);
+  old.script("BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT 1");
+  s.scalar("SELECT pgqueue.set_queue_limits('fresh', 1)");
+  CHECK(old.error_of("SELECT * FROM pgqueue.claim_batch('fresh', 'old', 5)") == "40001");
+  old.script("ROLLBACK");
+  CHECK(count_jobs(s, "claimed", "fresh") == 0);
+  // A snapshot taken after it claims within it.
+  old.script("BEGIN ISOLATION LEVEL REPEATABLE READ");
+  CHECK(claim(old, "fresh", "old", 5).size() == 1);
+  old.script("COMMIT");
 }
 
 TEST_CASE("a rate limit starts at most a burst at once, then one job per token", "[limits]") {
