@@ -477,6 +477,9 @@ CREATE TABLE IF NOT EXISTS pgqueue.job_dependencies (
 );
 CREATE INDEX IF NOT EXISTS job_dependencies_job_idx ON pgqueue.job_dependencies (job_id);
 CREATE INDEX IF NOT EXISTS jobs_waiting_idx ON pgqueue.jobs (queue, id) WHERE state = 'waiting';
+
+-- wait_hint says whether a limit holds the queue (a third column): its result type changed.
+DROP FUNCTION IF EXISTS pgqueue.wait_hint(text);
 END
 $migration$;
 
@@ -1017,7 +1020,8 @@ $$;
 -- returns false and writes nothing; true when something changed. A new rate limit starts
 -- with a full bucket; a changed one keeps its tokens (at most the new burst). Wakes the
 -- queue's listeners, since a limit raised or removed may let idle claimers take jobs now.
--- Refuses a limit below 1 or a period not positive with 22023.
+-- Refuses a limit below 1, a period under a millisecond or over a year, or a burst without a
+-- rate with 22023 (a NULL period with 22004).
 CREATE OR REPLACE FUNCTION pgqueue.set_queue_limits(
   p_queue text,
   p_max_claimed int DEFAULT NULL,
@@ -1037,8 +1041,11 @@ BEGIN
                                 'max_claimed must be at least 1 (NULL: no limit)');
   PERFORM pgqueue.require_valid(p_rate IS NULL OR p_rate >= 1,
                                 'rate must be at least 1 (NULL: no limit)');
-  PERFORM pgqueue.require_valid(p_rate IS NULL OR p_rate_period > interval '0',
-                                'rate_period must be positive');
+  PERFORM pgqueue.require(p_rate_period, 'rate_period');
+  -- At least a millisecond (what the C++ API reads back) and at most a year (so the next
+  -- token's time stays a time).
+  PERFORM pgqueue.require_valid(p_rate_period BETWEEN interval '1 millisecond' AND interval '1 year',
+                                'rate_period must be between 1 millisecond and 1 year');
   PERFORM pgqueue.require_valid(p_burst IS NULL OR p_burst >= 1, 'burst must be at least 1');
   PERFORM pgqueue.require_valid(p_burst IS NULL OR p_rate IS NOT NULL,
                                 'burst needs a rate');
@@ -1053,8 +1060,12 @@ BEGIN
     ON CONFLICT (queue) DO UPDATE
       SET max_claimed = EXCLUDED.max_claimed, rate = EXCLUDED.rate,
           rate_period = EXCLUDED.rate_period, burst = EXCLUDED.burst,
+          -- The bucket as it stands now (refilled at the old rate until now), at most the
+          -- new burst; a new rate limit starts full.
           tokens = CASE WHEN l.rate IS NULL THEN EXCLUDED.tokens
-                        ELSE least(l.tokens, coalesce(EXCLUDED.burst, 0)) END,
+                        ELSE least(pgqueue.tokens_at(l, clock_timestamp()),
+                                   coalesce(EXCLUDED.burst, 0)) END,
+          refilled_at = clock_timestamp(),
           updated_at = now()
       WHERE (l.max_claimed, l.rate, l.rate_period, l.burst)
             IS DISTINCT FROM (EXCLUDED.max_claimed, EXCLUDED.rate, EXCLUDED.rate_period,
@@ -1064,7 +1075,8 @@ BEGIN
     RETURN false;
   END IF;
   UPDATE pgqueue.queue_limits_changed SET changed_at = now();
-  PERFORM pgqueue.notify_queue(p_queue);
+  -- As a place freed: claimers the old limits held may take jobs now.
+  PERFORM pg_notify(pgqueue.channel(p_queue), p_queue || E'\nfreed');
   RETURN true;
 END
 $$;
@@ -1115,8 +1127,9 @@ AS $$
 $$;
 
 -- Wakes the listeners of those of p_queues that have a concurrency limit: a job of theirs
--- stopped being claimed, so an idle claimer waiting for a free place may take one now. Callers
--- that already wake the queue (a requeued job) need not call it. With no limited queue, one
+-- stopped being claimed, so an idle claimer waiting for a free place may take one now. The
+-- payload is the queue's name and a line 'freed': a claimer that a limit holds (wait_hint's
+-- `held`) waits for such a notification, not for every enqueue's. With no limited queue, one
 -- look at an empty table.
 CREATE OR REPLACE FUNCTION pgqueue.slots_freed(p_queues text[])
 RETURNS void
@@ -1124,7 +1137,7 @@ LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-  PERFORM pg_notify(pgqueue.channel(l.queue), l.queue)
+  PERFORM pg_notify(pgqueue.channel(l.queue), l.queue || E'\nfreed')
      FROM pgqueue.queue_limits l
     WHERE l.max_claimed IS NOT NULL AND l.queue = ANY (p_queues);
 END
@@ -1242,6 +1255,7 @@ DECLARE
   v_now timestamptz;
   v_tokens float8;
   v_got int;
+  v_claimed_at timestamptz := now();
 BEGIN
   IF p_queue IS NULL OR p_worker_id IS NULL OR p_limit IS NULL OR p_lease_for IS NULL
      OR p_limit NOT BETWEEN 1 AND 10000 OR p_lease_for <= interval '0'
@@ -1275,7 +1289,10 @@ BEGIN
   SELECT l.* INTO v_limits FROM pgqueue.queue_limits l WHERE l.queue = p_queue FOR UPDATE;
   v_limited := FOUND;
   IF v_limited THEN
+    -- The lease counts from now, not from the transaction's start: this claim may have waited
+    -- for the row lock (behind another claim's commit, or a transaction that holds it).
     v_now := clock_timestamp();
+    v_claimed_at := v_now;
     IF v_limits.max_claimed IS NOT NULL THEN
       v_limit := least(v_limit, v_limits.max_claimed - (
         SELECT count(*) FROM (SELECT FROM pgqueue.jobs j
@@ -1349,8 +1366,8 @@ BEGIN
     UPDATE pgqueue.jobs j
        SET state = 'claimed',
            claimed_by = p_worker_id,
-           claimed_at = now(),
-           lease_until = now() + p_lease_for,
+           claimed_at = v_claimed_at,
+           lease_until = v_claimed_at + p_lease_for,
            attempts = j.attempts + 1,
            lease_token = CASE WHEN j.lease_token < 0 THEN greatest(j.attempts, j.max_attempts)
                               ELSE greatest(j.lease_token, j.attempts) END + 1,
@@ -1418,9 +1435,12 @@ $$;
 -- What an idle claimer should wait for, after a claim found nothing: `due_now` says a ready job
 -- is already due (so it is row-locked by another transaction, or out of attempts: re-check
 -- with a back-off, not at once), `next_due` is when the next job not yet due becomes due
--- (NULL when none). One index probe or two per priority, however many jobs wait.
+-- (NULL when none). `held`: a limit of the queue holds it (47_limits.sql), so until next_due
+-- only a notification that a place freed (payload 'QUEUE\nfreed') can change that; enqueues'
+-- notifications need not wake the claimer. One index probe or two per priority, however many
+-- jobs wait.
 CREATE OR REPLACE FUNCTION pgqueue.wait_hint(p_queue text)
-RETURNS TABLE (due_now boolean, next_due timestamptz)
+RETURNS TABLE (due_now boolean, next_due timestamptz, held boolean)
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 SET enable_seqscan = off
@@ -1433,13 +1453,14 @@ DECLARE
   v_limits pgqueue.queue_limits;
   v_tokens float8;
   v_token_due timestamptz;
+  v_held boolean := false;
 BEGIN
   IF p_queue IS NULL OR octet_length(p_queue) NOT BETWEEN 1 AND 255 OR p_queue ~ '[[:cntrl:]]' THEN
     PERFORM pgqueue.check_queue_name(p_queue);
   END IF;
   -- Paused: nothing is due, nothing falls due; resume wakes the claimer.
   IF EXISTS (SELECT FROM pgqueue.paused_queues pq WHERE pq.queue = p_queue) THEN
-    RETURN QUERY SELECT false, NULL::timestamptz;
+    RETURN QUERY SELECT false, NULL::timestamptz, false;
     RETURN;
   END IF;
   -- The queue's next schedule slot counts as a job falling due, once the maintenance that
@@ -1473,6 +1494,7 @@ BEGIN
        AND (SELECT count(*) FROM (SELECT FROM pgqueue.jobs j
                                    WHERE j.queue = p_queue AND j.state = 'claimed'
                                    LIMIT v_limits.max_claimed) c) >= v_limits.max_claimed THEN
+      v_held := v_due_now;
       v_due_now := false;
     ELSIF v_limits.rate IS NOT NULL THEN
       v_tokens := pgqueue.tokens_at(v_limits, clock_timestamp());
@@ -1486,11 +1508,12 @@ BEGIN
                        + interval '1 millisecond';
         v_next := CASE WHEN v_due_now THEN v_token_due
                        WHEN v_next IS NOT NULL THEN greatest(v_next, v_token_due) END;
+        v_held := v_due_now;
         v_due_now := false;
       END IF;
     END IF;
   END IF;
-  RETURN QUERY SELECT v_due_now, v_next;
+  RETURN QUERY SELECT v_due_now, v_next, v_held;
 END
 $$;
 
@@ -1620,7 +1643,7 @@ BEGIN
   PERFORM pgqueue.count_done(ARRAY[v_queue]);
   -- A place freed in a concurrency-limited queue wakes its claimers (pgqueue.slots_freed,
   -- written out: a call costs more than this look at a usually empty table).
-  PERFORM pg_notify(pgqueue.channel(l.queue), l.queue)
+  PERFORM pg_notify(pgqueue.channel(l.queue), l.queue || E'\nfreed')
      FROM pgqueue.queue_limits l WHERE l.queue = v_queue AND l.max_claimed IS NOT NULL;
   RETURN true;
 END
@@ -1676,7 +1699,7 @@ BEGIN
   IF cardinality(v_ids) > 0 THEN
     PERFORM pgqueue.count_done(v_queues);
     -- pgqueue.slots_freed, written out as in ack.
-    PERFORM pg_notify(pgqueue.channel(l.queue), l.queue)
+    PERFORM pg_notify(pgqueue.channel(l.queue), l.queue || E'\nfreed')
        FROM pgqueue.queue_limits l WHERE l.queue = ANY (v_queues) AND l.max_claimed IS NOT NULL;
   END IF;
   RETURN v_ids;
@@ -1804,6 +1827,7 @@ BEGIN
   PERFORM pgqueue.floor_admit(v_job.queue, v_job.priority, now() + v_delay, p_job_id);
   -- Also when the retry is due later: an idle claimer then learns its due time (wait_hint).
   PERFORM pgqueue.notify_queue(v_job.queue);
+  PERFORM pgqueue.slots_freed(ARRAY[v_job.queue]);
   RETURN 'requeued';
 END
 $$;
@@ -1842,6 +1866,7 @@ BEGIN
   END IF;
   PERFORM pgqueue.floor_admit(v_queue, v_priority, now(), p_job_id);
   PERFORM pgqueue.notify_queue(v_queue);
+  PERFORM pgqueue.slots_freed(ARRAY[v_queue]);
   RETURN true;
 END
 $$;
@@ -1978,7 +2003,7 @@ BEGIN
   END LOOP;
   IF v_count > 0 THEN
     PERFORM pgqueue.count_failed(v_queues);  -- an expired lease is a failed attempt
-    PERFORM pgqueue.slots_freed(v_queues);   -- (those made dead: the others woke it above)
+    PERFORM pgqueue.slots_freed(v_queues);   -- each job taken back freed a place
   END IF;
 
   WITH exhausted AS (

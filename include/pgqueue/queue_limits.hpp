@@ -24,7 +24,7 @@ struct queue_limits {
   std::string queue{};
   std::optional<int> max_claimed{};  ///< >= 1: jobs of the queue claimed at once, fleet-wide
   std::optional<int> rate{};         ///< >= 1: jobs started per `rate_period`
-  /// The period of `rate`, whole milliseconds (> 0).
+  /// The period of `rate`: 1 ms to 1 year. (Read back for a queue without a rate: 1 s.)
   std::chrono::milliseconds rate_period = std::chrono::seconds(1);
   /// >= 1: jobs that may start at once after a quiet spell (default: `rate`). Needs a rate.
   std::optional<int> burst{};
@@ -33,8 +33,10 @@ struct queue_limits {
 /// Sets `l.queue`'s limits (replacing the ones it had). True when something changed; setting
 /// the limits a queue has already changes nothing, so every process may set them at start-up.
 /// One round trip; runs `pgqueue.set_queue_limits`, which only the schema's owner may call
-/// unless granted. Throws the server's 22023 for a limit below 1, a period not positive, a
-/// burst without a rate or a bad queue name (nothing stored).
+/// unless granted. Replaces every limit the queue had: a member left empty removes that
+/// limit. Throws the server's 22023 for a limit below 1, a period outside 1 ms to 1 year, a
+/// burst without a rate or a bad queue name (nothing stored); 40001 when the call ran in a
+/// transaction whose snapshot is older than another change of the queue's limits.
 asio::awaitable<bool> set_queue_limits(database& db, const queue_limits& l);
 
 /// Where a limited queue stands (`pgqueue.limits()`).

@@ -17,7 +17,8 @@
 -- returns false and writes nothing; true when something changed. A new rate limit starts
 -- with a full bucket; a changed one keeps its tokens (at most the new burst). Wakes the
 -- queue's listeners, since a limit raised or removed may let idle claimers take jobs now.
--- Refuses a limit below 1 or a period not positive with 22023.
+-- Refuses a limit below 1, a period under a millisecond or over a year, or a burst without a
+-- rate with 22023 (a NULL period with 22004).
 CREATE OR REPLACE FUNCTION pgqueue.set_queue_limits(
   p_queue text,
   p_max_claimed int DEFAULT NULL,
@@ -37,8 +38,11 @@ BEGIN
                                 'max_claimed must be at least 1 (NULL: no limit)');
   PERFORM pgqueue.require_valid(p_rate IS NULL OR p_rate >= 1,
                                 'rate must be at least 1 (NULL: no limit)');
-  PERFORM pgqueue.require_valid(p_rate IS NULL OR p_rate_period > interval '0',
-                                'rate_period must be positive');
+  PERFORM pgqueue.require(p_rate_period, 'rate_period');
+  -- At least a millisecond (what the C++ API reads back) and at most a year (so the next
+  -- token's time stays a time).
+  PERFORM pgqueue.require_valid(p_rate_period BETWEEN interval '1 millisecond' AND interval '1 year',
+                                'rate_period must be between 1 millisecond and 1 year');
   PERFORM pgqueue.require_valid(p_burst IS NULL OR p_burst >= 1, 'burst must be at least 1');
   PERFORM pgqueue.require_valid(p_burst IS NULL OR p_rate IS NOT NULL,
                                 'burst needs a rate');
@@ -53,8 +57,12 @@ BEGIN
     ON CONFLICT (queue) DO UPDATE
       SET max_claimed = EXCLUDED.max_claimed, rate = EXCLUDED.rate,
           rate_period = EXCLUDED.rate_period, burst = EXCLUDED.burst,
+          -- The bucket as it stands now (refilled at the old rate until now), at most the
+          -- new burst; a new rate limit starts full.
           tokens = CASE WHEN l.rate IS NULL THEN EXCLUDED.tokens
-                        ELSE least(l.tokens, coalesce(EXCLUDED.burst, 0)) END,
+                        ELSE least(pgqueue.tokens_at(l, clock_timestamp()),
+                                   coalesce(EXCLUDED.burst, 0)) END,
+          refilled_at = clock_timestamp(),
           updated_at = now()
       WHERE (l.max_claimed, l.rate, l.rate_period, l.burst)
             IS DISTINCT FROM (EXCLUDED.max_claimed, EXCLUDED.rate, EXCLUDED.rate_period,
@@ -64,7 +72,8 @@ BEGIN
     RETURN false;
   END IF;
   UPDATE pgqueue.queue_limits_changed SET changed_at = now();
-  PERFORM pgqueue.notify_queue(p_queue);
+  -- As a place freed: claimers the old limits held may take jobs now.
+  PERFORM pg_notify(pgqueue.channel(p_queue), p_queue || E'\nfreed');
   RETURN true;
 END
 $$;
@@ -115,8 +124,9 @@ AS $$
 $$;
 
 -- Wakes the listeners of those of p_queues that have a concurrency limit: a job of theirs
--- stopped being claimed, so an idle claimer waiting for a free place may take one now. Callers
--- that already wake the queue (a requeued job) need not call it. With no limited queue, one
+-- stopped being claimed, so an idle claimer waiting for a free place may take one now. The
+-- payload is the queue's name and a line 'freed': a claimer that a limit holds (wait_hint's
+-- `held`) waits for such a notification, not for every enqueue's. With no limited queue, one
 -- look at an empty table.
 CREATE OR REPLACE FUNCTION pgqueue.slots_freed(p_queues text[])
 RETURNS void
@@ -124,7 +134,7 @@ LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-  PERFORM pg_notify(pgqueue.channel(l.queue), l.queue)
+  PERFORM pg_notify(pgqueue.channel(l.queue), l.queue || E'\nfreed')
      FROM pgqueue.queue_limits l
     WHERE l.max_claimed IS NOT NULL AND l.queue = ANY (p_queues);
 END

@@ -110,6 +110,7 @@ DECLARE
   v_now timestamptz;
   v_tokens float8;
   v_got int;
+  v_claimed_at timestamptz := now();
 BEGIN
   IF p_queue IS NULL OR p_worker_id IS NULL OR p_limit IS NULL OR p_lease_for IS NULL
      OR p_limit NOT BETWEEN 1 AND 10000 OR p_lease_for <= interval '0'
@@ -143,7 +144,10 @@ BEGIN
   SELECT l.* INTO v_limits FROM pgqueue.queue_limits l WHERE l.queue = p_queue FOR UPDATE;
   v_limited := FOUND;
   IF v_limited THEN
+    -- The lease counts from now, not from the transaction's start: this claim may have waited
+    -- for the row lock (behind another claim's commit, or a transaction that holds it).
     v_now := clock_timestamp();
+    v_claimed_at := v_now;
     IF v_limits.max_claimed IS NOT NULL THEN
       v_limit := least(v_limit, v_limits.max_claimed - (
         SELECT count(*) FROM (SELECT FROM pgqueue.jobs j
@@ -217,8 +221,8 @@ BEGIN
     UPDATE pgqueue.jobs j
        SET state = 'claimed',
            claimed_by = p_worker_id,
-           claimed_at = now(),
-           lease_until = now() + p_lease_for,
+           claimed_at = v_claimed_at,
+           lease_until = v_claimed_at + p_lease_for,
            attempts = j.attempts + 1,
            lease_token = CASE WHEN j.lease_token < 0 THEN greatest(j.attempts, j.max_attempts)
                               ELSE greatest(j.lease_token, j.attempts) END + 1,
@@ -286,9 +290,12 @@ $$;
 -- What an idle claimer should wait for, after a claim found nothing: `due_now` says a ready job
 -- is already due (so it is row-locked by another transaction, or out of attempts: re-check
 -- with a back-off, not at once), `next_due` is when the next job not yet due becomes due
--- (NULL when none). One index probe or two per priority, however many jobs wait.
+-- (NULL when none). `held`: a limit of the queue holds it (47_limits.sql), so until next_due
+-- only a notification that a place freed (payload 'QUEUE\nfreed') can change that; enqueues'
+-- notifications need not wake the claimer. One index probe or two per priority, however many
+-- jobs wait.
 CREATE OR REPLACE FUNCTION pgqueue.wait_hint(p_queue text)
-RETURNS TABLE (due_now boolean, next_due timestamptz)
+RETURNS TABLE (due_now boolean, next_due timestamptz, held boolean)
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 SET enable_seqscan = off
@@ -301,13 +308,14 @@ DECLARE
   v_limits pgqueue.queue_limits;
   v_tokens float8;
   v_token_due timestamptz;
+  v_held boolean := false;
 BEGIN
   IF p_queue IS NULL OR octet_length(p_queue) NOT BETWEEN 1 AND 255 OR p_queue ~ '[[:cntrl:]]' THEN
     PERFORM pgqueue.check_queue_name(p_queue);
   END IF;
   -- Paused: nothing is due, nothing falls due; resume wakes the claimer.
   IF EXISTS (SELECT FROM pgqueue.paused_queues pq WHERE pq.queue = p_queue) THEN
-    RETURN QUERY SELECT false, NULL::timestamptz;
+    RETURN QUERY SELECT false, NULL::timestamptz, false;
     RETURN;
   END IF;
   -- The queue's next schedule slot counts as a job falling due, once the maintenance that
@@ -341,6 +349,7 @@ BEGIN
        AND (SELECT count(*) FROM (SELECT FROM pgqueue.jobs j
                                    WHERE j.queue = p_queue AND j.state = 'claimed'
                                    LIMIT v_limits.max_claimed) c) >= v_limits.max_claimed THEN
+      v_held := v_due_now;
       v_due_now := false;
     ELSIF v_limits.rate IS NOT NULL THEN
       v_tokens := pgqueue.tokens_at(v_limits, clock_timestamp());
@@ -354,10 +363,11 @@ BEGIN
                        + interval '1 millisecond';
         v_next := CASE WHEN v_due_now THEN v_token_due
                        WHEN v_next IS NOT NULL THEN greatest(v_next, v_token_due) END;
+        v_held := v_due_now;
         v_due_now := false;
       END IF;
     END IF;
   END IF;
-  RETURN QUERY SELECT v_due_now, v_next;
+  RETURN QUERY SELECT v_due_now, v_next, v_held;
 END
 $$;

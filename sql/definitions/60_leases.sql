@@ -124,7 +124,7 @@ BEGIN
   PERFORM pgqueue.count_done(ARRAY[v_queue]);
   -- A place freed in a concurrency-limited queue wakes its claimers (pgqueue.slots_freed,
   -- written out: a call costs more than this look at a usually empty table).
-  PERFORM pg_notify(pgqueue.channel(l.queue), l.queue)
+  PERFORM pg_notify(pgqueue.channel(l.queue), l.queue || E'\nfreed')
      FROM pgqueue.queue_limits l WHERE l.queue = v_queue AND l.max_claimed IS NOT NULL;
   RETURN true;
 END
@@ -180,7 +180,7 @@ BEGIN
   IF cardinality(v_ids) > 0 THEN
     PERFORM pgqueue.count_done(v_queues);
     -- pgqueue.slots_freed, written out as in ack.
-    PERFORM pg_notify(pgqueue.channel(l.queue), l.queue)
+    PERFORM pg_notify(pgqueue.channel(l.queue), l.queue || E'\nfreed')
        FROM pgqueue.queue_limits l WHERE l.queue = ANY (v_queues) AND l.max_claimed IS NOT NULL;
   END IF;
   RETURN v_ids;
@@ -308,6 +308,7 @@ BEGIN
   PERFORM pgqueue.floor_admit(v_job.queue, v_job.priority, now() + v_delay, p_job_id);
   -- Also when the retry is due later: an idle claimer then learns its due time (wait_hint).
   PERFORM pgqueue.notify_queue(v_job.queue);
+  PERFORM pgqueue.slots_freed(ARRAY[v_job.queue]);
   RETURN 'requeued';
 END
 $$;
@@ -346,6 +347,7 @@ BEGIN
   END IF;
   PERFORM pgqueue.floor_admit(v_queue, v_priority, now(), p_job_id);
   PERFORM pgqueue.notify_queue(v_queue);
+  PERFORM pgqueue.slots_freed(ARRAY[v_queue]);
   RETURN true;
 END
 $$;

@@ -70,7 +70,7 @@ BEGIN
   END LOOP;
   IF v_count > 0 THEN
     PERFORM pgqueue.count_failed(v_queues);  -- an expired lease is a failed attempt
-    PERFORM pgqueue.slots_freed(v_queues);   -- (those made dead: the others woke it above)
+    PERFORM pgqueue.slots_freed(v_queues);   -- each job taken back freed a place
   END IF;
 
   WITH exhausted AS (

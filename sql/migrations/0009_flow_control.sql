@@ -39,3 +39,6 @@ CREATE TABLE IF NOT EXISTS pgqueue.job_dependencies (
 );
 CREATE INDEX IF NOT EXISTS job_dependencies_job_idx ON pgqueue.job_dependencies (job_id);
 CREATE INDEX IF NOT EXISTS jobs_waiting_idx ON pgqueue.jobs (queue, id) WHERE state = 'waiting';
+
+-- wait_hint says whether a limit holds the queue (a third column): its result type changed.
+DROP FUNCTION IF EXISTS pgqueue.wait_hint(text);

@@ -6,6 +6,8 @@
 #include <asio/redirect_error.hpp>
 #include <pgqueue/pgqueue.hpp>
 
+#include <thread>
+
 #include "support/async.hpp"
 #include "support/expect_error.hpp"
 #include "support/queue_fixture.hpp"
@@ -49,6 +51,10 @@ TEST_CASE("limits are set, read back, refused when bad, and removed", "[limits]"
     CHECK(e.sqlstate() == "22023");
     const pgqueue::queue_limits no_period{.queue = "mail", .rate = 5, .rate_period = 0ms};
     e = co_await expect_error(pgqueue::set_queue_limits(db, no_period));
+    CHECK(e.sqlstate() == "22023");
+    const pgqueue::queue_limits forever{
+        .queue = "mail", .rate = 1, .rate_period = std::chrono::milliseconds::max()};
+    e = co_await expect_error(pgqueue::set_queue_limits(db, forever));
     CHECK(e.sqlstate() == "22023");
     const pgqueue::queue_limits burst_alone{.queue = "mail", .burst = 5};
     e = co_await expect_error(pgqueue::set_queue_limits(db, burst_alone));
@@ -104,6 +110,53 @@ TEST_CASE("a worker at its queue's limit waits; raising the limit wakes it at on
     CHECK(most == 2);
   });
   CHECK(count_jobs(admin, "done", "q") == 2);
+}
+
+TEST_CASE("a claim held by a limit is not woken by enqueues, only by a freed place",
+          "[limits][idle]") {
+  queue_fixture f;
+  session admin(f.db.dsn());
+  admin.query("ALTER DATABASE " + f.db.name() + " SET track_functions = 'all'");
+  admin.scalar("SELECT pgqueue.set_queue_limits('q', 1)");
+  const auto held_id = admin.integer("SELECT pgqueue.enqueue('q', '{}')");
+  const auto token = admin.integer("SELECT lease_token FROM pgqueue.claim_batch('q', 'h', 1)");
+  std::int64_t claimed_id = 0;
+  run_async([&]() -> asio::awaitable<void> {
+    auto ex = co_await asio::this_coro::executor;
+    auto db = co_await pgqueue::connect(ex, f.db.dsn() + " application_name=counted");
+    {
+      pgqueue::queue q(db, "q", {.poll_interval = 60s});
+      pgqueue::queue producer(co_await f.connect(), "q");
+      auto produce = [&]() -> asio::awaitable<void> {
+        // Fifty enqueues, each its own transaction and notification, while the claim waits.
+        for (int i = 0; i < 50; ++i) {
+          co_await producer.enqueue("{}");
+          co_await pause(10ms);
+        }
+        admin.scalar("SELECT pgqueue.ack($1, 'h', $2)",
+                     {std::to_string(held_id), std::to_string(token)});
+      };
+      using namespace asio::experimental::awaitable_operators;
+      auto l = co_await (q.claim() && produce());
+      claimed_id = l.job().id;
+      co_await l.ack();
+    }
+    db.close();
+  });
+  CHECK(claimed_id != held_id);
+  for (int i = 0; i < 500 && admin.integer("SELECT count(*) FROM pg_stat_activity WHERE "
+                                           "application_name = 'counted'") > 0;
+       ++i) {
+    std::this_thread::sleep_for(10ms);
+  }
+  admin.query("SELECT pg_stat_clear_snapshot()");
+  const auto claims = admin.integer(
+      "SELECT coalesce(sum(calls), 0) FROM pg_stat_user_functions "
+      "WHERE schemaname = 'pgqueue' AND funcname = 'claim_batch'");
+  // The first claim, the one after subscribing, and the one the ack's notification woke (the
+  // producer's fifty enqueues woke nothing); the holder's and the ack's own calls are not
+  // claims. Before, each enqueue woke it: about fifty.
+  CHECK(claims - 1 <= 4);  // (minus the holder's claim)
 }
 
 TEST_CASE("a cancelled set_queue_limits took effect or did not; the connection goes on",

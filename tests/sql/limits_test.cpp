@@ -57,6 +57,8 @@ TEST_CASE("a concurrency limit hands out at most N jobs; each job that ends wake
   CHECK(s.query("SELECT * FROM pgqueue.claim_next('q', 'w2')").empty());
   // Due jobs, but none claimable until one ends: not "due now" (no back-off polling).
   CHECK(hint(s, "q") == "false -");
+  // Held: only a freed place changes that (enqueues' notifications need not wake claimers).
+  CHECK(*s.scalar("SELECT held FROM pgqueue.wait_hint('q')") == "t");
   CHECK(*s.scalar("SELECT claimed || ' ' || max_claimed FROM pgqueue.limits()") == "2 2");
   drain(listener);
 
@@ -65,8 +67,9 @@ TEST_CASE("a concurrency limit hands out at most N jobs; each job that ends wake
                   {std::to_string(first[0].id), std::to_string(first[0].lease_token)}) == "t");
   auto woken = listener.wait_notification(5000);
   REQUIRE(woken);
-  CHECK(woken->second == "q");
+  CHECK(woken->second == "q\nfreed");
   CHECK(hint(s, "q").starts_with("true"));
+  CHECK(*s.scalar("SELECT held FROM pgqueue.wait_hint('q')") == "f");
   auto second = claim(s, "q", "w", 10);
   REQUIRE(second.size() == 1);
   drain(listener);
@@ -146,6 +149,27 @@ TEST_CASE(
   old.script("COMMIT");
 }
 
+TEST_CASE("a claim that waited for the queue's turn gets a whole lease", "[limits]") {
+  scratch_database db;
+  session holder(db.dsn());
+  session s(db.dsn());
+  enqueue_n(s, "q", 2);
+  s.scalar("SELECT pgqueue.set_queue_limits('q', 5)");
+  holder.script("BEGIN; SELECT * FROM pgqueue.claim_batch('q', 'holder', 1)");  // holds the turn
+  std::string lease_left;
+  std::thread waiter([&] {
+    session w(db.dsn());
+    lease_left = *w.scalar(
+        "SELECT extract(epoch FROM lease_until - clock_timestamp()) > 1.5 "
+        "FROM pgqueue.claim_batch('q', 'waiter', 1, '2 seconds')");
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // the subject is time
+  holder.script("COMMIT");
+  waiter.join();
+  // The lease counts from the claim, not from the transaction's start 1.5 s before.
+  CHECK(lease_left == "t");
+}
+
 TEST_CASE("a rate limit starts at most a burst at once, then one job per token", "[limits]") {
   scratch_database db;
   session s(db.dsn());
@@ -168,6 +192,14 @@ TEST_CASE("a rate limit starts at most a burst at once, then one job per token",
   const auto tokens = std::stod(*s.scalar("SELECT tokens FROM pgqueue.limits()"));
   CHECK(tokens >= 0);
   CHECK(tokens < 1);
+  // A changed rate refills from now: the time since the last claim counted at the old rate.
+  s.scalar("SELECT pgqueue.set_queue_limits('q', NULL, 1, '1 hour', 1)");
+  CHECK(claim(s, "q", "w", 10).empty());  // (the bucket kept its fraction of a token)
+  // Ten seconds pass (moved back rather than waited for): 1/360 of a token at the old rate.
+  s.query("UPDATE pgqueue.queue_limits SET refilled_at = refilled_at - interval '10 seconds'");
+  s.scalar("SELECT pgqueue.set_queue_limits('q', NULL, 5, '1 second', 20)");
+  CHECK(claim(s, "q", "w", 10).empty());  // not 10 s at 5 a second
+
   // With no due job, the token time only postpones a job due later.
   session other(db.dsn());
   other.scalar("SELECT pgqueue.set_queue_limits('later', NULL, 1, '1 hour')");
@@ -197,6 +229,10 @@ TEST_CASE("bad limits are refused with 22023 and store nothing; only the owner s
   CHECK(s.error_of("SELECT pgqueue.set_queue_limits('q', NULL, 0)") == "22023");
   CHECK(s.error_of("SELECT pgqueue.set_queue_limits('q', NULL, 5, '0 seconds')") == "22023");
   CHECK(s.error_of("SELECT pgqueue.set_queue_limits('q', NULL, 5, '-1 seconds')") == "22023");
+  CHECK(s.error_of("SELECT pgqueue.set_queue_limits('q', NULL, 5, '0.5 ms')") == "22023");
+  CHECK(s.error_of("SELECT pgqueue.set_queue_limits('q', NULL, 1, '1000000 years')") == "22023");
+  CHECK(s.error_of("SELECT pgqueue.set_queue_limits('q', 3, NULL, '-5 seconds')") == "22023");
+  CHECK(s.error_of("SELECT pgqueue.set_queue_limits('q', NULL, 5, NULL)") == "22004");
   CHECK(s.error_of("SELECT pgqueue.set_queue_limits('q', 3, NULL, '1 second', 4)") == "22023");
   CHECK(s.error_of("SELECT pgqueue.set_queue_limits('q', NULL, 5, '1 second', 0)") == "22023");
   CHECK(s.error_of("SELECT pgqueue.set_queue_limits('', 3)") == "22023");

@@ -56,3 +56,26 @@ TEST_CASE("a poll interval shorter than the first back-off step caps it", "[idle
 }
 
 }  // namespace unit_idle_backoff_test
+
+namespace unit_idle_backoff_test {
+
+TEST_CASE("a held queue's claimer wakes for a freed place or a reconnect, not for an enqueue",
+          "[idle_backoff]") {
+  pgqueue::pg::notification enqueued{.channel = "c", .payload = "mail", .backend_pid = 7};
+  CHECK_FALSE(pgqueue::detail::frees_a_place(enqueued));
+  pgqueue::pg::notification freed{.channel = "c", .payload = "mail\nfreed", .backend_pid = 7};
+  CHECK(pgqueue::detail::frees_a_place(freed));
+  pgqueue::pg::notification reconnected{
+      .channel = "c", .payload = "", .backend_pid = 0, .reconnected = true};
+  CHECK(pgqueue::detail::frees_a_place(reconnected));
+  // A queue named "freed" is no such notification (names have no control characters).
+  pgqueue::pg::notification named{.channel = "c", .payload = "freed", .backend_pid = 7};
+  CHECK_FALSE(pgqueue::detail::frees_a_place(named));
+  // Held by a rate limit: the wait is the next token's time, however long the poll.
+  pgqueue::detail::idle_backoff b(std::chrono::seconds(60));
+  pgqueue::detail::wait_hint token{
+      .due_now = false, .next_due = std::chrono::milliseconds(20), .held = true};
+  CHECK(b.next(token) == std::chrono::milliseconds(20));
+}
+
+}  // namespace unit_idle_backoff_test

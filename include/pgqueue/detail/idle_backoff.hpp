@@ -6,6 +6,8 @@
 #include <chrono>
 #include <optional>
 
+#include "pgqueue/pg/notification.hpp"
+
 namespace pgqueue::detail {
 
 /// What the server said after a claim found nothing (pgqueue.wait_hint).
@@ -15,7 +17,18 @@ struct wait_hint {
   bool due_now = false;
   /// In how long the next job not yet due falls due (none: no such job).
   std::optional<std::chrono::milliseconds> next_due;
+  /// A limit of the queue holds it (its concurrency limit reached, or its token bucket empty
+  /// while jobs are due): until `next_due`, only a notification that a place freed can change
+  /// that (frees_a_place).
+  bool held = false;
 };
+
+/// Whether a queue's notification says that a place freed in it, or that its limits changed
+/// (payload "QUEUE\nfreed"), or is the marker of a reconnect (after which anything may have
+/// happened). Enqueues' notifications carry the queue's name alone.
+inline bool frees_a_place(const pg::notification& n) {
+  return n.reconnected || n.payload.ends_with("\nfreed");
+}
 
 /// The wait before the next check (a notification ends it early): the poll interval, or the
 /// next due time when sooner; while a due job stays unclaimable, a back-off that starts at

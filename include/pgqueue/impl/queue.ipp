@@ -140,18 +140,23 @@ PGQUEUE_DECL asio::awaitable<std::vector<lease>> queue::wait_then_claim(const pg
                                                                         bool keep_if_cancelled) {
   asio::steady_timer timer(co_await asio::this_coro::executor);
   detail::idle_backoff backoff(s_->options.poll_interval);
+  detail::wait_hint hint;
   // `||` waits for the first operation that succeeds: a subscription that failed (its
-  // connection ended for good) would otherwise be noticed only when the timer fires.
-  auto news = [&sub, &seen]() -> asio::awaitable<std::exception_ptr> {
+  // connection ended for good) would otherwise be noticed only when the timer fires. While a
+  // limit holds the queue, only a freed place (or a reconnect) is news: an enqueue's
+  // notification would only make it claim nothing again.
+  auto news = [&sub, &seen, &hint]() -> asio::awaitable<std::exception_ptr> {
     try {
-      co_await sub.next_after(seen);
+      auto n = co_await sub.next_after(seen);
+      while (hint.held && !detail::frees_a_place(n)) n = co_await sub.next();
     } catch (...) {
       co_return std::current_exception();
     }
     co_return nullptr;
   };
   for (;;) {
-    timer.expires_after(backoff.next(co_await wait_hint()));
+    hint = co_await wait_hint();
+    timer.expires_after(backoff.next(hint));
     using namespace asio::experimental::awaitable_operators;
     std::error_code ec;
     auto woken =
@@ -322,11 +327,12 @@ PGQUEUE_DECL asio::awaitable<std::string> queue::channel() {
 
 PGQUEUE_DECL asio::awaitable<detail::wait_hint> queue::wait_hint() {
   auto r = co_await s_->db.query_prepared(
-      "SELECT due_now, ceil(extract(epoch FROM next_due - clock_timestamp()) * 1000) "
+      "SELECT due_now, ceil(extract(epoch FROM next_due - clock_timestamp()) * 1000), held "
       "FROM pgqueue.wait_hint($1)",
       {s_->name});
   detail::wait_hint hint;
   hint.due_now = r.get<bool>(0, 0);
+  hint.held = r.get<bool>(0, 2);
   if (auto ms = r.get<std::optional<double>>(0, 1)) {
     hint.next_due = std::chrono::milliseconds(static_cast<std::int64_t>(*ms));
   }

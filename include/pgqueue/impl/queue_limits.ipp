@@ -2,13 +2,20 @@
 // compiled once by pgqueue/src.hpp (PGQUEUE_SEPARATE_COMPILATION).
 #pragma once
 
+#include <algorithm>
+
 #include "pgqueue/queue_limits.hpp"
 
 namespace pgqueue {
 
 PGQUEUE_DECL asio::awaitable<bool> set_queue_limits(database& db, const queue_limits& l) {
-  pg::params p{l.queue, l.max_claimed, l.rate, static_cast<std::int64_t>(l.rate_period.count()),
-               l.burst};
+  // Clamped to just outside what the server takes (1 ms to 1 year), so that a period beyond
+  // it is refused as such (22023) rather than overflowing the interval (22008).
+  using days = std::chrono::days;
+  const auto period = std::clamp<std::chrono::milliseconds>(
+      l.rate_period, std::chrono::milliseconds(-1),
+      std::chrono::duration_cast<std::chrono::milliseconds>(days(400)));
+  pg::params p{l.queue, l.max_claimed, l.rate, static_cast<std::int64_t>(period.count()), l.burst};
   auto r = co_await db.query(
       "SELECT pgqueue.set_queue_limits($1, $2, $3, $4 * interval '1 millisecond', $5)",
       std::move(p));
