@@ -122,6 +122,11 @@ BEGIN
     RETURN false;
   END IF;
   PERFORM pgqueue.count_done(ARRAY[v_queue]);
+  -- Jobs waiting for it (a statement after the update: it sees the edges of an enqueue that
+  -- held the row until it committed). One index probe when there are none.
+  IF EXISTS (SELECT FROM pgqueue.job_dependencies d WHERE d.depends_on = p_job_id) THEN
+    PERFORM pgqueue.dependencies_done(ARRAY[p_job_id]);
+  END IF;
   RETURN true;
 END
 $$;
@@ -175,6 +180,9 @@ BEGIN
     FROM acked a;
   IF cardinality(v_ids) > 0 THEN
     PERFORM pgqueue.count_done(v_queues);
+    IF EXISTS (SELECT FROM pgqueue.job_dependencies d WHERE d.depends_on = ANY (v_ids)) THEN
+      PERFORM pgqueue.dependencies_done(v_ids);  -- jobs waiting for them (as in ack)
+    END IF;
   END IF;
   RETURN v_ids;
 END
@@ -288,6 +296,7 @@ BEGIN
            errors = pgqueue.error_history(j.errors, j.attempts, j.claimed_by,
                                           pgqueue.bounded_error(p_error))
      WHERE j.id = p_job_id;
+    PERFORM pgqueue.dependencies_failed(ARRAY[p_job_id], 'dead');  -- jobs waiting for it
     RETURN 'dead';
   END IF;
   v_delay := coalesce(p_requeue_after, pgqueue.retry_delay(v_job.queue, v_job.attempts));

@@ -312,9 +312,10 @@ TEST_CASE("grant-producer lets a role enqueue and nothing more", "[cli]") {
   auto r = tool(db, {"grant-producer", "cli_producer"});
   CHECK(r.exit_code == 0);
   CHECK(r.out == "granted producer access to cli_producer\n");
-  CHECK(admin.integer("SELECT has_function_privilege('cli_producer', "
-                      "'pgqueue.enqueue(text, jsonb, text, int, timestamptz, int, boolean)', "
-                      "'EXECUTE')::int") == 1);
+  CHECK(admin.integer(
+            "SELECT has_function_privilege('cli_producer', "
+            "'pgqueue.enqueue(text, jsonb, text, int, timestamptz, int, boolean, bigint[])', "
+            "'EXECUTE')::int") == 1);
   CHECK(admin.integer("SELECT has_function_privilege('cli_producer', "
                       "'pgqueue.claim_batch(text, text, int, interval)', 'EXECUTE')::int") == 0);
   auto missing = tool(db, {"grant-worker", "no_such_role"});
