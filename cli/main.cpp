@@ -115,7 +115,9 @@ int main(int argc, char** argv) {
       [&] { action = [&] { return retry(ctx, retry_queue, job_ids_of(retry_ids)); }; });
 
   std::vector<std::string> cancel_ids;
-  auto* cancel_cmd = app.add_subcommand("cancel", "cancel ready jobs (claimed ones run on)");
+  auto* cancel_cmd = app.add_subcommand(
+      "cancel",
+      "cancel ready or waiting jobs, and the jobs waiting for them (claimed ones run on)");
   cancel_cmd->add_option("ids", cancel_ids, "job ids")->required();
   cancel_cmd->callback([&] { action = [&] { return cancel(ctx, job_ids_of(cancel_ids)); }; });
 

@@ -2,6 +2,8 @@
 // after the 1,000; a job that dies takes the job waiting for it along.
 #include <algorithm>
 #include <map>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include <asio/co_spawn.hpp>
@@ -162,6 +164,50 @@ TEST_CASE("a child that dies makes the fan-in job dead; the other children run",
   CHECK(runs.count(g.fan_in) == 0);
   CHECK(count_jobs(admin, "done") == fan);  // the parent and the 999 other children
   CHECK(runs.size() == fan + 1);
+}
+
+TEST_CASE("depends_on inside a transaction, copied at the call, and an unknown id refused",
+          "[dependencies]") {
+  queue_fixture f;
+  session admin(f.db.dsn());
+  std::int64_t parent = 0, child = 0;
+  std::vector<std::int64_t> batch;
+  std::string refused;
+  run_async([&]() -> asio::awaitable<void> {
+    auto ex = co_await asio::this_coro::executor;
+    auto pool = co_await pgqueue::pool::open(ex, f.db.dsn());
+    auto q = co_await pgqueue::queue::open(pool, "q");
+    parent = co_await q.enqueue("{}");
+    co_await pgqueue::in_transaction(pool, [&](pgqueue::transaction& tx) -> asio::awaitable<void> {
+      std::optional<asio::awaitable<std::int64_t>> pending;
+      {
+        std::vector<std::int64_t> ids{parent};
+        pgqueue::enqueue_options opts;
+        opts.depends_on = ids;
+        pending.emplace(q.enqueue(tx, "{}", opts));
+      }  // the ids are gone before the enqueue runs: it copied them
+      child = co_await std::move(*pending);
+      const std::vector<std::int64_t> ids{parent, child};
+      pgqueue::enqueue_options opts;
+      opts.depends_on = ids;
+      std::vector<std::string> payloads{"{}", "{}"};
+      batch = co_await q.enqueue_batch(tx, std::move(payloads), opts);
+    });
+    const std::vector<std::int64_t> unknown{parent, 987654};
+    pgqueue::enqueue_options bad;
+    bad.depends_on = unknown;
+    try {
+      co_await q.enqueue("{}", bad);
+    } catch (const pgqueue::error& e) {
+      refused = e.sqlstate() + " " + e.message();
+    }
+  });
+  CHECK(read_job(admin, child).state == "waiting");
+  REQUIRE(batch.size() == 2);
+  CHECK(read_job(admin, batch[1]).state == "waiting");
+  CHECK(admin.integer("SELECT count(*) FROM pgqueue.job_dependencies") == 5);
+  CHECK(refused == "23503 pgqueue: dependency 987654 does not exist");
+  CHECK(admin.integer("SELECT count(*) FROM pgqueue.jobs") == 4);
 }
 
 }  // namespace queue_dependencies_test

@@ -52,6 +52,19 @@ SELECT count(*) FROM pgqueue.schedules;                                         
 SELECT pgqueue.unschedule('ping');                                                         -- t
 )sql";
 
+// docs/sql-api.md: jobs that wait for other jobs (README.md shows its first three lines).
+const char* dependencies_example = R"sql(
+SELECT pgqueue.enqueue('images', '{"step":"check"}');                                          -- 1
+SELECT pgqueue.enqueue_batch('images', ARRAY['{"n":1}', '{"n":2}']::jsonb[], p_depends_on => ARRAY[1]::bigint[]);  -- {2,3}
+SELECT pgqueue.enqueue('images', '{"step":"zip"}', p_depends_on => ARRAY[2, 3]::bigint[]);    -- 4
+SELECT string_agg(state, ',' ORDER BY id) FROM pgqueue.jobs;                                   -- ready,waiting,waiting,waiting
+SELECT id FROM pgqueue.claim_batch('images', 'worker-1', 10);                                  -- 1 (2 and 3 wait)
+SELECT pgqueue.ack(1, 'worker-1');                                                              -- t
+SELECT id FROM pgqueue.claim_batch('images', 'worker-1', 10);                                  -- 2, 3
+SELECT pgqueue.ack_batch(ARRAY[2, 3], 'worker-1');                                              -- {2,3}
+SELECT id FROM pgqueue.claim_batch('images', 'worker-1', 10);                                  -- 4
+)sql";
+
 // ---- docs/security.md ----
 const char* roles_example = R"sql(
 CREATE ROLE app_producer LOGIN PASSWORD '...';
@@ -113,6 +126,14 @@ TEST_CASE("the periodic jobs example gives the results its comments say", "[docs
   run_checked(s, schedules_example);
   CHECK(*s.scalar("SELECT name || ' ' || payload::text FROM pgqueue.schedules") ==
         "nightly {\"n\": 1}");
+}
+
+TEST_CASE("the dependencies example gives the results its comments say", "[docs]") {
+  scratch_database db;
+  session s(db.dsn());
+  run_checked(s, dependencies_example);
+  CHECK(*s.scalar("SELECT string_agg(state, ',' ORDER BY id) FROM pgqueue.jobs") ==
+        "done,done,done,claimed");
 }
 
 TEST_CASE("the roles example grants what it says", "[docs]") {
