@@ -24,12 +24,14 @@
 --     cancelled parent ends with it. It covers acks and deaths that ran in an older snapshot
 --     (REPEATABLE READ) and did not see the edges.
 --   * gc deletes the edges of the jobs it deletes.
--- Every path that locks waiting jobs locks all of them in one statement in id order, so two of
--- them take turns instead of deadlocking; the sweep skips rows others hold.
+-- Every path that locks waiting jobs locks all of them in one statement in id order, after
+-- the other jobs it locks, so two of them take turns instead of deadlocking; the sweep skips
+-- rows others hold.
 
 -- The state a new job with parents p_depends_on starts in: 'ready' when all of them are done
 -- (or there are none), else 'waiting'. Locks the parents FOR SHARE until the transaction ends
--- (a concurrent ack of one waits, then sees the edge); refuses an unknown id.
+-- (a concurrent ack of one waits, then sees the edge), waiting ones last; refuses an unknown
+-- id.
 CREATE OR REPLACE FUNCTION pgqueue.dependencies_check(p_depends_on bigint[])
 RETURNS text
 LANGUAGE plpgsql
@@ -46,10 +48,13 @@ BEGIN
                                 'depends_on must be a one-dimensional array');
   PERFORM pgqueue.require_valid(array_position(p_depends_on, NULL) IS NULL,
                                 'depends_on must not contain NULL');
+  -- Waiting parents last, as an ack locks its jobs before the waiting jobs it releases: an
+  -- enqueue that locked a waiting parent first could wait for a parent that an ack holds while
+  -- that ack waits for the waiting one (a deadlock).
   SELECT count(*), count(*) FILTER (WHERE l.state <> 'done') INTO v_found, v_open
     FROM (SELECT j.id, j.state FROM pgqueue.jobs j
            WHERE j.id = ANY (p_depends_on)
-           ORDER BY j.id
+           ORDER BY j.state = 'waiting', j.id
              FOR SHARE) l;
   IF v_found < (SELECT count(DISTINCT u) FROM unnest(p_depends_on) u) THEN
     SELECT min(u) INTO v_missing FROM unnest(p_depends_on) u
@@ -275,7 +280,7 @@ BEGIN
   PERFORM FROM pgqueue.jobs p
     WHERE p.id = ANY (ARRAY(SELECT d.depends_on FROM pgqueue.job_dependencies d
                              WHERE d.job_id = ANY (v_ids)))
-    ORDER BY p.id
+    ORDER BY p.state = 'waiting', p.id  -- as dependencies_check
       FOR SHARE;
   DELETE FROM pgqueue.job_dependencies d
    USING pgqueue.jobs p

@@ -394,6 +394,47 @@ TEST_CASE("two parents acked at once by two sessions release their child once", 
   CHECK(edges(watcher) == 0);
 }
 
+TEST_CASE("an enqueue waiting for a job an ack releases does not deadlock with that ack",
+          "[dependencies]") {
+  scratch_database db;
+  session acker(db.dsn()), producer(db.dsn()), watcher(db.dsn());
+  const auto p3 = enqueue(acker, "p");
+  const auto c7 = enqueue_after(acker, "q", {p3});
+  const auto p5 = enqueue(acker, "p");
+  auto got = claim(acker, "p", "w", 2);
+  REQUIRE(got.size() == 2);
+  acker.query("BEGIN");
+  acker.query("SELECT pgqueue.ack($1, 'w', $2)",
+              {std::to_string(p5), std::to_string(got[1].lease_token)});
+  // The enqueue locks p5 (held by the ack) before the waiting c7, which the ack of p3 then
+  // locks to release it: no lock cycle.
+  std::int64_t x = 0;
+  std::string failed;  // a deadlock would fail one of the two (40P01)
+  std::atomic<bool> finished{false};
+  std::thread t([&] {
+    try {
+      x = enqueue_after(producer, "q", {c7, p5});
+    } catch (const sql_error& e) {
+      failed = e.sqlstate;
+    }
+    finished = true;
+  });
+  const bool blocked =
+      wait_until([&] { return finished.load() || waits_for_lock(watcher, producer.backend_pid()); },
+                 std::chrono::seconds(10));
+  CHECK_FALSE(finished.load());
+  acker.query("SELECT pgqueue.ack($1, 'w', $2)",
+              {std::to_string(p3), std::to_string(got[0].lease_token)});
+  acker.query("COMMIT");
+  t.join();
+  CHECK(blocked);
+  CHECK(failed.empty());
+  CHECK(state_of(watcher, c7) == "ready");
+  CHECK(state_of(watcher, x) == "waiting");
+  CHECK(watcher.query("SELECT depends_on FROM pgqueue.job_dependencies WHERE job_id = $1",
+                      {std::to_string(x)}) == std::vector<row>{{std::to_string(c7)}});
+}
+
 TEST_CASE("a child released long after it was enqueued is claimed (claim floors)",
           "[dependencies]") {
   scratch_database db;
