@@ -23,9 +23,10 @@ enum exit_code : int {
 
 /// Whether the server refused the command's input, not failed: a data exception (class 22:
 /// invalid JSON, a bad queue name, a bad time or interval) or a name that does not exist
-/// (42704: no such role). Exit code `usage`, not `failed`.
+/// (42704: no such role; 23503: an --after id that is not a job). Exit code `usage`, not
+/// `failed`.
 inline bool refused_input(const pgqueue::error& e) {
-  return e.sqlstate().starts_with("22") || e.sqlstate() == "42704";
+  return e.sqlstate().starts_with("22") || e.sqlstate() == "42704" || e.sqlstate() == "23503";
 }
 
 /// A refusal of the command's arguments found after parsing (exit code `usage`).

@@ -75,10 +75,16 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, std::numeric_limits<int>::max()));
   enqueue_cmd->add_option("--batch-size", enq.batch_size, "jobs per round trip from stdin (1000)")
       ->check(CLI::Range(1, 10000));
+  enqueue_cmd
+      ->add_option("--after", enq.after,
+                   "ids of jobs to wait for (comma-separated): the job runs once all are done, "
+                   "and ends dead (or cancelled) with one of them; from stdin, every job waits")
+      ->delimiter(',');
   enqueue_cmd->callback([&] { action = [&] { return enqueue(ctx, enq); }; });
 
   auto* queues_cmd = app.add_subcommand(
-      "queues", "per queue: ready, scheduled, claimed, dead, cancelled, done, oldest age, lag");
+      "queues",
+      "per queue: ready, scheduled, claimed, dead, cancelled, done, waiting, oldest age, lag");
   queues_cmd->alias("depth");
   queues_cmd->callback([&] { action = [&] { return queues(ctx); }; });
 
@@ -87,14 +93,15 @@ int main(int argc, char** argv) {
   auto* jobs_cmd = app.add_subcommand("jobs", "list a queue's jobs in one state, oldest first");
   jobs_cmd->add_option("queue", jobs_queue, "queue name")->required();
   jobs_cmd->add_option("--state", jobs_state,
-                       "ready, claimed, done, dead or cancelled (default dead)");
+                       "ready, claimed, done, dead, cancelled or waiting (default dead)");
   jobs_cmd->add_option("--limit", jobs_limit, "at most this many (default 100)");
   jobs_cmd->callback(
       [&] { action = [&] { return jobs(ctx, jobs_queue, jobs_state, jobs_limit); }; });
 
   std::string job_id;
   auto* job_cmd = app.add_subcommand(
-      "job", "one job: payload, attempts, holder, lease, and its last 10 failures");
+      "job",
+      "one job: payload, attempts, holder, lease, the jobs it waits for, its last 10 failures");
   job_cmd->add_option("id", job_id, "the job's id")->required();
   job_cmd->callback([&] { action = [&] { return job(ctx, job_id_of(job_id)); }; });
 
@@ -108,7 +115,9 @@ int main(int argc, char** argv) {
       [&] { action = [&] { return retry(ctx, retry_queue, job_ids_of(retry_ids)); }; });
 
   std::vector<std::string> cancel_ids;
-  auto* cancel_cmd = app.add_subcommand("cancel", "cancel ready jobs (claimed ones run on)");
+  auto* cancel_cmd = app.add_subcommand(
+      "cancel",
+      "cancel ready or waiting jobs, and the jobs waiting for them (claimed ones run on)");
   cancel_cmd->add_option("ids", cancel_ids, "job ids")->required();
   cancel_cmd->callback([&] { action = [&] { return cancel(ctx, job_ids_of(cancel_ids)); }; });
 

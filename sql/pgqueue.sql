@@ -466,7 +466,10 @@ CREATE TABLE IF NOT EXISTS pgqueue.queue_limits_changed (
 INSERT INTO pgqueue.queue_limits_changed DEFAULT VALUES ON CONFLICT DO NOTHING;
 
 -- Dependencies: a job enqueued with depends_on waits ('waiting') until every job it depends on
--- is done, then becomes ready. One row per edge still to be satisfied.
+-- is done, then becomes ready (sql/definitions/77_dependencies.sql has the rules). One row per
+-- edge still to be satisfied: an ack deletes its job's edges; a job that ends dead or cancelled
+-- keeps its own (retry_dead reads them), and gc deletes them with it. No foreign keys: gc
+-- deletes millions of jobs, and per-row RI triggers would slow it.
 ALTER TABLE pgqueue.jobs DROP CONSTRAINT IF EXISTS jobs_state_check;
 ALTER TABLE pgqueue.jobs ADD CONSTRAINT jobs_state_check
   CHECK (state IN ('ready', 'claimed', 'done', 'dead', 'cancelled', 'waiting'));
@@ -476,7 +479,17 @@ CREATE TABLE IF NOT EXISTS pgqueue.job_dependencies (
   PRIMARY KEY (depends_on, job_id)
 );
 CREATE INDEX IF NOT EXISTS job_dependencies_job_idx ON pgqueue.job_dependencies (job_id);
-CREATE INDEX IF NOT EXISTS jobs_waiting_idx ON pgqueue.jobs (queue, id) WHERE state = 'waiting';
+-- Waiting jobs in id order (the janitor's safety net walks them in slices), with their queue
+-- for queue_summary's counts.
+CREATE INDEX IF NOT EXISTS jobs_waiting_idx ON pgqueue.jobs (id) INCLUDE (queue)
+  WHERE state = 'waiting';
+
+-- enqueue and enqueue_batch take depends_on (a last parameter), and queue_summary returns a
+-- `waiting` column: signatures that CREATE OR REPLACE cannot change. Their grants come back
+-- (definitions/90_privileges.sql).
+DROP FUNCTION IF EXISTS pgqueue.enqueue(text, jsonb, text, int, timestamptz, int, boolean);
+DROP FUNCTION IF EXISTS pgqueue.enqueue_batch(text, jsonb[], text[], int, timestamptz, int, boolean);
+DROP FUNCTION IF EXISTS pgqueue.queue_summary();
 
 -- wait_hint says whether a limit holds the queue (a third column): its result type changed.
 DROP FUNCTION IF EXISTS pgqueue.wait_hint(text);
@@ -677,6 +690,7 @@ $$;
 -- its queue and priority have a floor at all. This session remembers that (a floor, once made,
 -- is never deleted): the read cost 6 us of a 30 us enqueue. A job due earlier, or the first of its
 -- priority that this session enqueues, reads its floor as floor_admit does.
+-- p_depends_on: ids of jobs it waits for (definitions/77_dependencies.sql has the rules).
 CREATE OR REPLACE FUNCTION pgqueue.enqueue(
   p_queue text,
   p_payload jsonb,
@@ -684,7 +698,8 @@ CREATE OR REPLACE FUNCTION pgqueue.enqueue(
   p_priority int DEFAULT 0,
   p_run_after timestamptz DEFAULT now(),
   p_max_attempts int DEFAULT 5,
-  p_wake boolean DEFAULT true
+  p_wake boolean DEFAULT true,
+  p_depends_on bigint[] DEFAULT NULL
 )
 RETURNS bigint
 LANGUAGE plpgsql
@@ -699,6 +714,7 @@ DECLARE
   v_inserted boolean := true;
   v_known text;
   v_above boolean;
+  v_state text := 'ready';
 BEGIN
   -- One inline test on the hot path; the helpers (a call each) only run to name the error.
   IF p_queue IS NULL OR p_payload IS NULL OR p_priority IS NULL OR p_run_after IS NULL
@@ -710,6 +726,9 @@ BEGIN
     PERFORM pgqueue.require_valid(coalesce(octet_length(p_idempotency_key), 0) <= 255,
                                   'idempotency_key must be at most 255 bytes');
   END IF;
+  IF p_depends_on IS NOT NULL THEN
+    v_state := pgqueue.dependencies_check(p_depends_on);  -- locks the parents
+  END IF;
   PERFORM pg_advisory_xact_lock_shared(1885434739, hashtext(p_queue));
   v_locked_at := clock_timestamp();
   v_run_after := CASE WHEN p_run_after = now() THEN v_locked_at ELSE p_run_after END;
@@ -717,13 +736,15 @@ BEGIN
   -- Without a key, a plain insert: ON CONFLICT makes an insert speculative, which costs a
   -- WAL record more per row even where the key's index does not apply.
   IF p_idempotency_key IS NULL THEN
-    INSERT INTO pgqueue.jobs (queue, payload, priority, run_after, max_attempts)
-    VALUES (p_queue, p_payload, p_priority, v_run_after, p_max_attempts)
+    INSERT INTO pgqueue.jobs (queue, payload, priority, run_after, max_attempts, state)
+    VALUES (p_queue, p_payload, p_priority, v_run_after, p_max_attempts, v_state)
     RETURNING id INTO v_id;
   ELSE
     LOOP
-      INSERT INTO pgqueue.jobs (queue, payload, idempotency_key, priority, run_after, max_attempts)
-      VALUES (p_queue, p_payload, p_idempotency_key, p_priority, v_run_after, p_max_attempts)
+      INSERT INTO pgqueue.jobs (queue, payload, idempotency_key, priority, run_after, max_attempts,
+                                state)
+      VALUES (p_queue, p_payload, p_idempotency_key, p_priority, v_run_after, p_max_attempts,
+              v_state)
       ON CONFLICT (queue, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
       RETURNING id INTO v_id;
       EXIT WHEN v_id IS NOT NULL;
@@ -736,6 +757,10 @@ BEGIN
     END LOOP;
   END IF;
   PERFORM set_config('pgqueue.admitting', 'off', true);
+  IF v_state = 'waiting' AND v_inserted THEN
+    PERFORM pgqueue.dependencies_add(ARRAY[v_id], p_depends_on);
+    v_inserted := false;  -- not ready: nothing to admit under the floors
+  END IF;
   -- Keyed by the floor table too: a schema dropped and installed again has none of them.
   v_known := 'pgqueue.floor_known_'
              || md5(p_priority || ' ' || p_queue || ' ' || 'pgqueue.ready_floor'::regclass::oid);
@@ -764,7 +789,8 @@ $$;
 -- Adds many jobs to one queue in one statement and returns their ids in input order. Keys
 -- (optional, same length as the payloads) dedupe against existing jobs and within the batch.
 -- Wakes listeners as enqueue does (with keys, also when every key already existed). Jobs due
--- now get the time of this call, as enqueue's do.
+-- now get the time of this call, as enqueue's do. p_depends_on: ids of jobs that every job of
+-- the batch waits for (as enqueue's; a job whose key already existed gets no edges).
 CREATE OR REPLACE FUNCTION pgqueue.enqueue_batch(
   p_queue text,
   p_payloads jsonb[],
@@ -772,7 +798,8 @@ CREATE OR REPLACE FUNCTION pgqueue.enqueue_batch(
   p_priority int DEFAULT 0,
   p_run_after timestamptz DEFAULT now(),
   p_max_attempts int DEFAULT 5,
-  p_wake boolean DEFAULT true
+  p_wake boolean DEFAULT true,
+  p_depends_on bigint[] DEFAULT NULL
 )
 RETURNS bigint[]
 LANGUAGE plpgsql
@@ -785,6 +812,7 @@ DECLARE
   v_n int;
   v_ids bigint[];
   v_run_after timestamptz;
+  v_state text := 'ready';
 BEGIN
   IF p_queue IS NULL OR p_payloads IS NULL OR p_priority IS NULL OR p_run_after IS NULL
      OR p_max_attempts IS NULL OR p_wake IS NULL OR p_max_attempts < 1
@@ -814,6 +842,9 @@ BEGIN
       NOT EXISTS (SELECT FROM unnest(p_idempotency_keys) k WHERE octet_length(k) > 255),
       'idempotency keys must be at most 255 bytes');
   END IF;
+  IF p_depends_on IS NOT NULL THEN
+    v_state := pgqueue.dependencies_check(p_depends_on);  -- locks the parents
+  END IF;
   -- Ids are drawn first so each input position knows its id without relying on RETURNING order.
   v_ids := ARRAY(SELECT nextval('pgqueue.jobs_id_seq') FROM generate_series(1, v_n));
   -- Due now: from this call, as enqueue's jobs (a transaction's jobs stay in call order).
@@ -823,20 +854,24 @@ BEGIN
   END IF;
   IF p_idempotency_keys IS NULL THEN
     -- A plain insert, as in enqueue.
-    INSERT INTO pgqueue.jobs (id, queue, payload, priority, run_after, max_attempts)
-    SELECT v_ids[t.ord], p_queue, t.payload, p_priority, v_run_after, p_max_attempts
+    INSERT INTO pgqueue.jobs (id, queue, payload, priority, run_after, max_attempts, state)
+    SELECT v_ids[t.ord], p_queue, t.payload, p_priority, v_run_after, p_max_attempts, v_state
       FROM unnest(p_payloads) WITH ORDINALITY AS t(payload, ord)
      ORDER BY t.ord;
   ELSE
     INSERT INTO pgqueue.jobs (id, queue, payload, idempotency_key, priority, run_after,
-                              max_attempts)
-    SELECT v_ids[t.ord], p_queue, t.payload, t.key, p_priority, v_run_after, p_max_attempts
+                              max_attempts, state)
+    SELECT v_ids[t.ord], p_queue, t.payload, t.key, p_priority, v_run_after, p_max_attempts,
+           v_state
       FROM unnest(p_payloads, p_idempotency_keys) WITH ORDINALITY AS t(payload, key, ord)
      ORDER BY t.ord
     ON CONFLICT (queue, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING;
   END IF;
   IF NOT p_wake THEN
     PERFORM set_config('pgqueue.defer_wake', 'off', true);
+  END IF;
+  IF v_state = 'waiting' THEN  -- the drawn ids: those a key turned away are not jobs
+    PERFORM pgqueue.dependencies_add(v_ids, p_depends_on);
   END IF;
   IF p_idempotency_keys IS NOT NULL THEN
     IF p_wake THEN
@@ -1645,6 +1680,11 @@ BEGIN
   -- written out: a call costs more than this look at a usually empty table).
   PERFORM pg_notify(pgqueue.channel(l.queue), l.queue || E'\nfreed')
      FROM pgqueue.queue_limits l WHERE l.queue = v_queue AND l.max_claimed IS NOT NULL;
+  -- Jobs waiting for it (a statement after the update: it sees the edges of an enqueue that
+  -- held the row until it committed). One index probe when there are none.
+  IF EXISTS (SELECT FROM pgqueue.job_dependencies d WHERE d.depends_on = p_job_id) THEN
+    PERFORM pgqueue.dependencies_done(ARRAY[p_job_id]);
+  END IF;
   RETURN true;
 END
 $$;
@@ -1701,6 +1741,12 @@ BEGIN
     -- pgqueue.slots_freed, written out as in ack.
     PERFORM pg_notify(pgqueue.channel(l.queue), l.queue || E'\nfreed')
        FROM pgqueue.queue_limits l WHERE l.queue = ANY (v_queues) AND l.max_claimed IS NOT NULL;
+    -- Jobs waiting for them (as in ack). The probe of every id costs 36 us for 100 ids; when no
+    -- job waits at all, the first test (4 us) spares it.
+    IF EXISTS (SELECT FROM pgqueue.job_dependencies d)
+       AND EXISTS (SELECT FROM pgqueue.job_dependencies d WHERE d.depends_on = ANY (v_ids)) THEN
+      PERFORM pgqueue.dependencies_done(v_ids);
+    END IF;
   END IF;
   RETURN v_ids;
 END
@@ -1815,6 +1861,7 @@ BEGIN
                                           pgqueue.bounded_error(p_error))
      WHERE j.id = p_job_id;
     PERFORM pgqueue.slots_freed(ARRAY[v_job.queue]);
+    PERFORM pgqueue.dependencies_failed(ARRAY[p_job_id], 'dead');  -- jobs waiting for it
     RETURN 'dead';
   END IF;
   v_delay := coalesce(p_requeue_after, pgqueue.retry_delay(v_job.queue, v_job.attempts));
@@ -1966,6 +2013,7 @@ DECLARE
   v_exhausted int;
   v_reset record;
   v_queues text[] := '{}';
+  v_dead bigint[] := '{}';
 BEGIN
   PERFORM pgqueue.require(p_grace, 'grace');
   -- A negative grace would take back leases that are still valid.
@@ -1999,6 +2047,8 @@ BEGIN
     IF v_reset.state = 'ready' THEN
       PERFORM pgqueue.floor_admit(v_reset.queue, v_reset.priority, v_reset.run_after, v_reset.id);
       PERFORM pgqueue.notify_queue(v_reset.queue);  -- folds: one per queue
+    ELSE
+      v_dead := v_dead || v_reset.id;
     END IF;
   END LOOP;
   IF v_count > 0 THEN
@@ -2015,15 +2065,18 @@ BEGIN
                               WHERE r.state = 'ready' AND r.attempts >= r.max_attempts
                               LIMIT 10000  -- bounded; also keeps the plan on the small index
                                 FOR UPDATE SKIP LOCKED))
-    RETURNING 1
+    RETURNING j.id
   )
-  SELECT count(*) INTO v_exhausted FROM exhausted;
+  SELECT count(*), v_dead || coalesce(array_agg(e.id), '{}') INTO v_exhausted, v_dead
+    FROM exhausted e;
+  PERFORM pgqueue.dependencies_janitor(v_dead);  -- their waiting jobs; the safety net
   RETURN v_count + v_exhausted;
 END
 $$;
 
--- Cancels a job that has not started (ready): it ends 'cancelled'. False when the job is not
--- ready (running, finished or missing).
+-- Cancels a job that has not started (ready or waiting): it ends 'cancelled', and so do the
+-- jobs waiting for it (definitions/77_dependencies.sql). False when the job is not ready or
+-- waiting (running, finished or missing).
 CREATE OR REPLACE FUNCTION pgqueue.cancel(p_job_id bigint)
 RETURNS boolean
 LANGUAGE plpgsql
@@ -2035,13 +2088,18 @@ BEGIN
   PERFORM pgqueue.require(p_job_id, 'job_id');
   UPDATE pgqueue.jobs j
      SET state = 'cancelled', finished_at = now(), updated_at = now()
-   WHERE j.id = p_job_id AND (j.state = 'ready') IS TRUE;
-  RETURN FOUND;
+   WHERE j.id = p_job_id AND (j.state IN ('ready', 'waiting')) IS TRUE;
+  IF NOT FOUND THEN
+    RETURN false;
+  END IF;
+  PERFORM pgqueue.dependencies_failed(ARRAY[p_job_id], 'cancelled');
+  RETURN true;
 END
 $$;
 
 -- Puts dead jobs of a queue back to ready with a fresh set of attempts: all of them, or only
--- p_job_ids. Returns how many; wakes the queue's listeners.
+-- p_job_ids. Returns how many; wakes the queue's listeners. A retried job that waits for other
+-- jobs waits again (definitions/77_dependencies.sql).
 CREATE OR REPLACE FUNCTION pgqueue.retry_dead(p_queue text, p_job_ids bigint[] DEFAULT NULL)
 RETURNS int
 LANGUAGE plpgsql
@@ -2052,6 +2110,7 @@ AS $$
 DECLARE
   v_count int := 0;
   v_first record;
+  v_ids bigint[];
 BEGIN
   PERFORM pgqueue.check_queue_name(p_queue);
   FOR v_first IN
@@ -2063,14 +2122,17 @@ BEGIN
          AND (p_job_ids IS NULL OR j.id = ANY (p_job_ids))
       RETURNING j.priority, j.run_after, j.id
     )
-    SELECT DISTINCT ON (r.priority) r.priority, r.run_after, r.id, count(*) OVER () AS n
+    SELECT DISTINCT ON (r.priority) r.priority, r.run_after, r.id, count(*) OVER () AS n,
+           array_agg(r.id) OVER () AS ids
       FROM retried r
      ORDER BY r.priority, r.run_after, r.id
   LOOP
     v_count := v_first.n;
+    v_ids := v_first.ids;
     PERFORM pgqueue.floor_admit(p_queue, v_first.priority, v_first.run_after, v_first.id);
   END LOOP;
   IF v_count > 0 THEN
+    PERFORM pgqueue.dependencies_retried(v_ids);
     PERFORM pgqueue.notify_queue(p_queue);
   END IF;
   RETURN v_count;
@@ -2108,7 +2170,9 @@ BEGIN
                      WHERE f.state IN ('done', 'cancelled') AND f.finished_at < now() - p_retain_done
                      LIMIT p_batch_size
                        FOR UPDATE SKIP LOCKED)
-    RETURNING j.queue, j.state
+    RETURNING j.queue, j.state, j.id
+  ), unlinked AS (  -- their edges (cancelled jobs keep theirs)
+    DELETE FROM pgqueue.job_dependencies d WHERE d.job_id = ANY (ARRAY(SELECT g.id FROM gone g))
   ), counted AS (
     -- Deleted done jobs leave the counters (as a negative delta in slot 0).
     INSERT INTO pgqueue.done_counts (queue, slot, n)
@@ -2132,7 +2196,9 @@ BEGIN
                      WHERE f.state = 'dead' AND f.finished_at < now() - p_retain_dead
                      LIMIT p_batch_size
                        FOR UPDATE SKIP LOCKED)
-    RETURNING j.queue
+    RETURNING j.queue, j.id
+  ), unlinked AS (  -- their edges (dead jobs keep theirs)
+    DELETE FROM pgqueue.job_dependencies d WHERE d.job_id = ANY (ARRAY(SELECT g.id FROM gone g))
   ), totalled AS (
     INSERT INTO pgqueue.queue_totals AS t (queue, slot, collected_other)
     SELECT g.queue, 0, count(*) FROM gone g GROUP BY g.queue
@@ -2623,6 +2689,442 @@ BEGIN
 END
 $$;
 
+-- ── dependencies (jobs that wait for other jobs) ──────────────────────────────────────────
+-- A job enqueued with depends_on (enqueue, enqueue_batch) waits in state 'waiting' until every
+-- job it depends on (its parents) is done, then becomes ready. pgqueue.job_dependencies holds
+-- one row (an edge) per parent still to finish. The rules:
+--   * enqueue locks the parents FOR SHARE (in id order) and refuses an id that is not a job
+--     (23503, nothing stored). Parents already done are dropped; with none left the job is
+--     ready at once, as without depends_on. A parent already dead makes the job dead at once
+--     ("dependency N is dead"), a cancelled one cancelled ("dependency N was cancelled"). With
+--     an idempotency key already in the queue the existing job is returned and nothing added.
+--     Parents may be in any queue. A job can only wait for jobs that exist before it: no cycles.
+--   * ack/ack_batch of a parent deletes its edges (in a statement after the update, so it sees
+--     the edges of an enqueue that held the parent's row); a child with no parent left to
+--     finish becomes ready, due at the later of its run_after and now, admitted under the claim
+--     floors, its queue woken.
+--   * a parent that ends dead (nack, janitor) makes its waiting children dead, transitively,
+--     with "dependency N is dead" (N: the child's own parent); a cancelled one (pgqueue.cancel,
+--     which also cancels waiting jobs) cancels them ("dependency N was cancelled"). They keep
+--     their edges.
+--   * retry_dead: a retried job that still has edges waits again for its parents that are not
+--     done; when one of them is dead, cancelled or gone it is dead again with that reason. Its
+--     parent retried in the same call is ready again, so the child waits for it.
+--   * the janitor's safety net (dependencies_sweep) walks waiting jobs in slices: a job none of
+--     whose parents is left to finish (done or gone) becomes ready, one with a dead or
+--     cancelled parent ends with it. It covers acks and deaths that ran in an older snapshot
+--     (REPEATABLE READ) and did not see the edges.
+--   * gc deletes the edges of the jobs it deletes.
+-- Every path that locks waiting jobs locks all of them in one statement in id order, after
+-- the other jobs it locks, so two of them take turns instead of deadlocking; the sweep skips
+-- rows others hold.
+
+-- The state a new job with parents p_depends_on starts in: 'ready' when all of them are done
+-- (or there are none), else 'waiting'. Locks the parents FOR SHARE until the transaction ends
+-- (a concurrent ack of one waits, then sees the edge), waiting ones last; refuses an unknown
+-- id.
+CREATE OR REPLACE FUNCTION pgqueue.dependencies_check(p_depends_on bigint[])
+RETURNS text
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+SET jit = off
+AS $$
+DECLARE
+  v_found int;
+  v_open int;
+  v_missing bigint;
+BEGIN
+  PERFORM pgqueue.require_valid(coalesce(array_ndims(p_depends_on), 1) = 1,
+                                'depends_on must be a one-dimensional array');
+  PERFORM pgqueue.require_valid(array_position(p_depends_on, NULL) IS NULL,
+                                'depends_on must not contain NULL');
+  -- Waiting parents last, as an ack locks its jobs before the waiting jobs it releases: an
+  -- enqueue that locked a waiting parent first could wait for a parent that an ack holds while
+  -- that ack waits for the waiting one (a deadlock).
+  SELECT count(*), count(*) FILTER (WHERE l.state <> 'done') INTO v_found, v_open
+    FROM (SELECT j.id, j.state FROM pgqueue.jobs j
+           WHERE j.id = ANY (p_depends_on)
+           ORDER BY j.state = 'waiting', j.id
+             FOR SHARE) l;
+  IF v_found < (SELECT count(DISTINCT u) FROM unnest(p_depends_on) u) THEN
+    SELECT min(u) INTO v_missing FROM unnest(p_depends_on) u
+     WHERE NOT EXISTS (SELECT FROM pgqueue.jobs j WHERE j.id = u);
+    RAISE EXCEPTION 'pgqueue: dependency % does not exist', v_missing
+      USING ERRCODE = 'foreign_key_violation',
+            DETAIL = 'A job can only depend on jobs that exist (gc deletes finished jobs).';
+  END IF;
+  RETURN CASE WHEN v_open > 0 THEN 'waiting' ELSE 'ready' END;
+END
+$$;
+
+-- Stores the edges of new waiting jobs p_jobs (ids that are not jobs are skipped: enqueue_batch
+-- passes the ids it drew, some of which an idempotency key turned away) to the parents
+-- p_depends_on that are not done (locked by dependencies_check), and ends the jobs at once
+-- when a parent is dead or cancelled.
+CREATE OR REPLACE FUNCTION pgqueue.dependencies_add(p_jobs bigint[], p_depends_on bigint[])
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+SET jit = off
+AS $$
+DECLARE
+  v_dead bigint;
+  v_cancelled bigint;
+  v_error text;
+BEGIN
+  INSERT INTO pgqueue.job_dependencies (job_id, depends_on)
+  SELECT c.id, p.id
+    FROM pgqueue.jobs c, pgqueue.jobs p
+   WHERE c.id = ANY (p_jobs) AND c.state = 'waiting'
+     AND p.id = ANY (p_depends_on) AND p.state <> 'done';
+  SELECT min(p.id) FILTER (WHERE p.state = 'dead'), min(p.id) FILTER (WHERE p.state = 'cancelled')
+    INTO v_dead, v_cancelled
+    FROM pgqueue.jobs p
+   WHERE p.id = ANY (p_depends_on) AND p.state IN ('dead', 'cancelled');
+  IF v_dead IS NOT NULL THEN
+    v_error := format('dependency %s is dead', v_dead);
+    UPDATE pgqueue.jobs j
+       SET state = 'dead', finished_at = now(), updated_at = now(), last_error = v_error,
+           errors = pgqueue.error_history(j.errors, j.attempts, NULL, v_error)
+     WHERE j.id = ANY (p_jobs) AND j.state = 'waiting';
+  ELSIF v_cancelled IS NOT NULL THEN
+    UPDATE pgqueue.jobs j
+       SET state = 'cancelled', finished_at = now(), updated_at = now(),
+           last_error = format('dependency %s was cancelled', v_cancelled)
+     WHERE j.id = ANY (p_jobs) AND j.state = 'waiting';
+  END IF;
+END
+$$;
+
+-- Makes ready the waiting jobs among p_children none of whose parents is left to finish (each
+-- is done, or gone), deletes their edges, admits them under the claim floors and wakes their
+-- queues. Returns how many. Locks the waiting ones first, in id order: two acks of two parents
+-- of one child take turns, and the second sees the first's deleted edge (this statement's
+-- snapshot is taken after the lock). With p_skip_locked, jobs another transaction holds are
+-- left for it.
+CREATE OR REPLACE FUNCTION pgqueue.dependencies_release(
+  p_children bigint[], p_skip_locked boolean DEFAULT false)
+RETURNS int
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+SET jit = off
+AS $$
+DECLARE
+  v_locked bigint[];
+  v_first record;
+  v_count int := 0;
+BEGIN
+  IF p_skip_locked THEN
+    v_locked := ARRAY(SELECT j.id FROM pgqueue.jobs j
+                       WHERE j.id = ANY (p_children) AND (j.state = 'waiting') IS TRUE
+                       ORDER BY j.id
+                         FOR UPDATE SKIP LOCKED);
+  ELSE
+    v_locked := ARRAY(SELECT j.id FROM pgqueue.jobs j
+                       WHERE j.id = ANY (p_children) AND (j.state = 'waiting') IS TRUE
+                       ORDER BY j.id
+                         FOR UPDATE);
+  END IF;
+  IF cardinality(v_locked) = 0 THEN
+    RETURN 0;
+  END IF;
+  FOR v_first IN
+    WITH released AS (
+      UPDATE pgqueue.jobs j
+         SET state = 'ready', run_after = greatest(j.run_after, now()), updated_at = now()
+       WHERE j.id = ANY (ARRAY(
+               -- Per job (LATERAL ... LIMIT 1): as an anti-join, a plan made while the edges
+               -- looked few hashed all of them on every release.
+               SELECT c.id FROM unnest(v_locked) c(id)
+                 LEFT JOIN LATERAL (SELECT 1 AS open FROM pgqueue.job_dependencies d
+                                     WHERE d.job_id = c.id
+                                       AND (SELECT p.state FROM pgqueue.jobs p
+                                             WHERE p.id = d.depends_on) <> 'done'
+                                     LIMIT 1) o ON true
+                WHERE o.open IS NULL))
+         AND (j.state = 'waiting') IS TRUE
+      RETURNING j.queue, j.priority, j.run_after, j.id
+    ), unlinked AS (
+      DELETE FROM pgqueue.job_dependencies d
+       WHERE d.job_id = ANY (ARRAY(SELECT r.id FROM released r))
+    )
+    SELECT DISTINCT ON (r.queue, r.priority) r.queue, r.priority, r.run_after, r.id,
+           count(*) OVER () AS n
+      FROM released r
+     ORDER BY r.queue, r.priority, r.run_after, r.id
+  LOOP
+    v_count := v_first.n;
+    PERFORM pgqueue.floor_admit(v_first.queue, v_first.priority, v_first.run_after, v_first.id);
+    PERFORM pgqueue.notify_queue(v_first.queue);  -- folds: one per queue
+  END LOOP;
+  RETURN v_count;
+END
+$$;
+
+-- The parents p_parents are done (ack, ack_batch: called in a statement after the update, and
+-- only when an edge points at them): deletes their edges and releases the children with no
+-- parent left to finish.
+CREATE OR REPLACE FUNCTION pgqueue.dependencies_done(p_parents bigint[])
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+SET jit = off
+AS $$
+DECLARE
+  v_children bigint[];
+BEGIN
+  WITH gone AS (
+    DELETE FROM pgqueue.job_dependencies d WHERE d.depends_on = ANY (p_parents)
+    RETURNING d.job_id
+  )
+  SELECT array_agg(DISTINCT g.job_id) INTO v_children FROM gone g;
+  IF v_children IS NOT NULL THEN
+    PERFORM pgqueue.dependencies_release(v_children);
+  END IF;
+END
+$$;
+
+-- The parents p_parents ended p_state ('dead' or 'cancelled'): their waiting children end the
+-- same way, and theirs in turn, each with "dependency N is dead" (or "was cancelled") naming
+-- its own parent; they keep their edges. Returns how many jobs it ended. The waiting jobs
+-- below the parents are read once and locked in id order first.
+CREATE OR REPLACE FUNCTION pgqueue.dependencies_failed(
+  p_parents bigint[], p_state text, p_skip_locked boolean DEFAULT false)
+RETURNS int
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+SET jit = off
+AS $$
+DECLARE
+  v_below bigint[];
+  v_locked bigint[];
+  v_frontier bigint[] := p_parents;
+  v_count int := 0;
+BEGIN
+  PERFORM pgqueue.require_valid(p_state IN ('dead', 'cancelled'), 'state must be dead or cancelled');
+  IF NOT EXISTS (SELECT FROM pgqueue.job_dependencies d WHERE d.depends_on = ANY (p_parents)) THEN
+    RETURN 0;
+  END IF;
+  v_below := ARRAY(
+    -- Each step probes the edges of each job found (LATERAL) and each child's state (a
+    -- subquery per row): as joins, plans made while the tables looked small read every edge
+    -- and every waiting job.
+    WITH RECURSIVE below(id) AS (
+      SELECT d.job_id FROM pgqueue.job_dependencies d
+       WHERE d.depends_on = ANY (p_parents)
+         AND (SELECT j.state FROM pgqueue.jobs j WHERE j.id = d.job_id) = 'waiting'
+      UNION
+      SELECT x.job_id FROM below b
+       CROSS JOIN LATERAL (
+         SELECT d.job_id FROM pgqueue.job_dependencies d
+          WHERE d.depends_on = b.id
+            AND (SELECT j.state FROM pgqueue.jobs j WHERE j.id = d.job_id) = 'waiting'
+         OFFSET 0) x
+    )
+    SELECT b.id FROM below b);
+  IF p_skip_locked THEN
+    v_locked := ARRAY(SELECT j.id FROM pgqueue.jobs j
+                       WHERE j.id = ANY (v_below) AND (j.state = 'waiting') IS TRUE
+                       ORDER BY j.id
+                         FOR UPDATE SKIP LOCKED);
+  ELSE
+    PERFORM FROM pgqueue.jobs j
+      WHERE j.id = ANY (v_below) AND (j.state = 'waiting') IS TRUE
+      ORDER BY j.id
+        FOR UPDATE;
+  END IF;
+  LOOP
+    WITH ended AS (
+      -- The jobs through the primary key (= ANY (ARRAY(...)), as the janitor does), each
+      -- naming its first parent among those that just ended.
+      UPDATE pgqueue.jobs j
+         SET state = p_state, finished_at = now(), updated_at = now(),
+             last_error = format(CASE WHEN p_state = 'dead' THEN 'dependency %s is dead'
+                                      ELSE 'dependency %s was cancelled' END,
+                                 (SELECT min(d.depends_on) FROM pgqueue.job_dependencies d
+                                   WHERE d.job_id = j.id AND d.depends_on = ANY (v_frontier))),
+             errors = CASE WHEN p_state = 'dead'
+                           THEN pgqueue.error_history(j.errors, j.attempts, NULL, format(
+                                  'dependency %s is dead',
+                                  (SELECT min(d.depends_on) FROM pgqueue.job_dependencies d
+                                    WHERE d.job_id = j.id AND d.depends_on = ANY (v_frontier))))
+                           ELSE j.errors END
+       WHERE j.id = ANY (ARRAY(SELECT d.job_id FROM pgqueue.job_dependencies d
+                                WHERE d.depends_on = ANY (v_frontier)
+                                  AND (NOT p_skip_locked OR d.job_id = ANY (v_locked))))
+         AND (j.state = 'waiting') IS TRUE
+      RETURNING j.id
+    )
+    SELECT array_agg(x.id) INTO v_frontier FROM ended x;
+    EXIT WHEN v_frontier IS NULL;
+    v_count := v_count + cardinality(v_frontier);
+  END LOOP;
+  RETURN v_count;
+END
+$$;
+
+-- Jobs p_ids that retry_dead just made ready: those with edges left wait again for their
+-- parents that are not done (locked FOR SHARE, as enqueue does), or are dead again when one
+-- of those is dead, cancelled or gone.
+CREATE OR REPLACE FUNCTION pgqueue.dependencies_retried(p_ids bigint[])
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+SET jit = off
+AS $$
+DECLARE
+  v_ids bigint[];
+BEGIN
+  v_ids := ARRAY(SELECT DISTINCT d.job_id FROM pgqueue.job_dependencies d
+                  WHERE d.job_id = ANY (p_ids));
+  IF cardinality(v_ids) = 0 THEN
+    RETURN;
+  END IF;
+  PERFORM FROM pgqueue.jobs p
+    WHERE p.id = ANY (ARRAY(SELECT d.depends_on FROM pgqueue.job_dependencies d
+                             WHERE d.job_id = ANY (v_ids)))
+    ORDER BY p.state = 'waiting', p.id  -- as dependencies_check
+      FOR SHARE;
+  -- (Each edge's parent by a subquery per row, not a join: see dependencies_failed.)
+  DELETE FROM pgqueue.job_dependencies d
+   WHERE d.job_id = ANY (v_ids)
+     AND (SELECT p.state FROM pgqueue.jobs p WHERE p.id = d.depends_on) = 'done';
+  WITH edge AS (
+    SELECT d.job_id, d.depends_on,
+           (SELECT p.state FROM pgqueue.jobs p WHERE p.id = d.depends_on) AS state
+      FROM pgqueue.job_dependencies d
+     WHERE d.job_id = ANY (v_ids)
+  ), bad AS (
+    SELECT e.job_id,
+           (array_agg(format(CASE WHEN e.state IS NULL THEN 'dependency %s no longer exists'
+                                  WHEN e.state = 'dead' THEN 'dependency %s is dead'
+                                  ELSE 'dependency %s was cancelled' END, e.depends_on)
+                      ORDER BY e.depends_on))[1] AS error
+      FROM edge e
+     WHERE e.state IS NULL OR e.state IN ('dead', 'cancelled')
+     GROUP BY e.job_id
+  )
+  UPDATE pgqueue.jobs j
+     SET state = 'dead', finished_at = now(), updated_at = now(), last_error = b.error,
+         errors = pgqueue.error_history(j.errors, j.attempts, NULL, b.error)
+    FROM bad b
+   WHERE j.id = ANY (ARRAY(SELECT x.job_id FROM bad x)) AND j.id = b.job_id
+     AND (j.state = 'ready') IS TRUE;
+  UPDATE pgqueue.jobs j
+     SET state = 'waiting', updated_at = now()
+   WHERE j.id = ANY (v_ids) AND (j.state = 'ready') IS TRUE
+     AND EXISTS (SELECT FROM pgqueue.job_dependencies d WHERE d.job_id = j.id);
+END
+$$;
+
+-- The janitor's safety net: looks at the next p_limit waiting jobs (in id order, from where
+-- this session's last look stopped) and releases those none of whose parents is left to
+-- finish, and ends those with a dead or cancelled parent (with their waiting descendants).
+-- Rows other transactions hold are skipped. Returns how many jobs it changed. One probe of an
+-- empty index when nothing waits; about 3 ms for a slice of 250 waiting jobs (one pass over
+-- their edges and parents). Only in READ COMMITTED (an older snapshot could take a retried
+-- parent for dead).
+CREATE OR REPLACE FUNCTION pgqueue.dependencies_sweep(p_limit int DEFAULT 250)
+RETURNS int
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+SET jit = off
+AS $$
+DECLARE
+  v_from bigint;
+  v_ids bigint[];
+  v_job record;
+  v_dead bigint[] := '{}';
+  v_cancelled bigint[] := '{}';
+  v_free bigint[] := '{}';
+  v_count int := 0;
+BEGIN
+  IF current_setting('transaction_isolation') <> 'read committed' THEN
+    RETURN 0;
+  END IF;
+  v_from := coalesce(nullif(current_setting('pgqueue.waiting_swept_id', true), '')::bigint, 0);
+  v_ids := ARRAY(SELECT w.id FROM pgqueue.jobs w
+                  WHERE w.state = 'waiting' AND w.id > v_from
+                  ORDER BY w.id
+                  LIMIT p_limit);
+  -- A session setting: the next look goes on from here, and starts over after the last slice.
+  PERFORM set_config('pgqueue.waiting_swept_id',
+                     CASE WHEN cardinality(v_ids) < p_limit THEN '0'
+                          ELSE v_ids[cardinality(v_ids)]::text END, false);
+  IF cardinality(v_ids) = 0 THEN
+    RETURN 0;
+  END IF;
+  -- Per job (LATERAL): as a join, a plan made while the edges looked few hashed all of them.
+  FOR v_job IN
+    SELECT w.id, x.open, x.dead, x.cancelled
+      FROM unnest(v_ids) w(id),
+           LATERAL (SELECT count(*) FILTER (WHERE e.state <> 'done') AS open,  -- left to finish
+                           min(e.depends_on) FILTER (WHERE e.state = 'dead') AS dead,
+                           min(e.depends_on) FILTER (WHERE e.state = 'cancelled') AS cancelled
+                      FROM (SELECT d.depends_on,
+                                   (SELECT p.state FROM pgqueue.jobs p WHERE p.id = d.depends_on)
+                                     AS state
+                              FROM pgqueue.job_dependencies d
+                             WHERE d.job_id = w.id) e) x
+  LOOP
+    IF v_job.dead IS NOT NULL THEN  -- dead first: a job with both kinds of parents ends dead
+      v_dead := v_dead || v_job.dead;
+    ELSIF v_job.cancelled IS NOT NULL THEN
+      v_cancelled := v_cancelled || v_job.cancelled;
+    ELSIF v_job.open = 0 THEN
+      v_free := v_free || v_job.id;
+    END IF;
+  END LOOP;
+  IF cardinality(v_dead) > 0 THEN
+    v_count := v_count + pgqueue.dependencies_failed(v_dead, 'dead', true);
+  END IF;
+  IF cardinality(v_cancelled) > 0 THEN
+    v_count := v_count + pgqueue.dependencies_failed(v_cancelled, 'cancelled', true);
+  END IF;
+  IF cardinality(v_free) > 0 THEN
+    v_count := v_count + pgqueue.dependencies_release(v_free, true);
+  END IF;
+  RETURN v_count;
+END
+$$;
+
+-- What the janitor does for dependencies: the jobs it ended dead (p_dead) end their waiting
+-- children, then the safety net runs.
+CREATE OR REPLACE FUNCTION pgqueue.dependencies_janitor(p_dead bigint[])
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+  IF cardinality(p_dead) > 0 THEN
+    PERFORM pgqueue.dependencies_failed(p_dead, 'dead');
+  END IF;
+  PERFORM pgqueue.dependencies_sweep();
+END
+$$;
+
+-- The jobs p_job_id waits for (its parents not yet done), with their states; for `pgqueue job`
+-- and anyone inspecting a waiting job. Parents that no longer exist have a NULL state.
+CREATE OR REPLACE FUNCTION pgqueue.job_dependencies_of(p_job_id bigint)
+RETURNS TABLE (depends_on bigint, state text, queue text)
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
+AS $$
+  SELECT d.depends_on, p.state, p.queue
+    FROM pgqueue.job_dependencies d
+    LEFT JOIN pgqueue.jobs p ON p.id = d.depends_on
+   WHERE d.job_id = p_job_id
+   ORDER BY d.depends_on
+$$;
+
 -- ── observability ─────────────────────────────────────────────────────────────────────────
 
 -- Jobs per queue and state, cheap with millions of completed jobs retained: live states are
@@ -2660,6 +3162,11 @@ BEGIN
          WHERE j.state IN ('dead', 'cancelled')
          GROUP BY j.queue, j.state
         UNION ALL
+        SELECT j.queue, 'waiting', count(*), min(j.created_at), max(j.updated_at), NULL::interval
+          FROM pgqueue.jobs j
+         WHERE j.state = 'waiting'
+         GROUP BY j.queue
+        UNION ALL
         SELECT c.queue, 'done', sum(c.n)::bigint, NULL::timestamptz, NULL::timestamptz, NULL::interval
           FROM pgqueue.done_counts c
          GROUP BY c.queue
@@ -2674,7 +3181,7 @@ $$;
 -- each state (ready split into due now and scheduled for later), whether it is paused, how old
 -- its oldest ready job due now is (since its enqueue), its lag (how long the oldest due ready job has waited), and totals
 -- that only grow, for rates: jobs ever enqueued, done, and failed attempts (nacks and expired
--- leases) since version 7. What `pgqueue queues`, `top`, the dashboard and the metrics read.
+-- leases) since version 7, and the jobs waiting for other jobs (last, added in version 9). What `pgqueue queues`, `top`, the dashboard and the metrics read.
 -- Each state is read through its own partial index, done jobs from their counters, as `depth`.
 CREATE OR REPLACE FUNCTION pgqueue.queue_summary()
 RETURNS TABLE (
@@ -2690,7 +3197,8 @@ RETURNS TABLE (
   lag_s float8,
   enqueued_total bigint,
   done_total bigint,
-  failed_total bigint
+  failed_total bigint,
+  waiting bigint
 )
 LANGUAGE sql STABLE
 SET search_path = pg_catalog, pg_temp
@@ -2716,6 +3224,9 @@ AS $$
       FROM pgqueue.jobs j
      WHERE j.state IN ('dead', 'cancelled')
      GROUP BY j.queue
+  ), w AS (
+    SELECT j.queue, count(*) AS waiting FROM pgqueue.jobs j WHERE j.state = 'waiting'
+     GROUP BY j.queue
   ), d AS (
     SELECT n.queue, sum(n.n)::bigint AS done FROM pgqueue.done_counts n GROUP BY n.queue
   ), t AS (
@@ -2725,7 +3236,7 @@ AS $$
      GROUP BY x.queue
   ), names AS (
     SELECT r.queue FROM r UNION SELECT c.queue FROM c UNION SELECT s.queue FROM s
-    UNION SELECT d.queue FROM d UNION SELECT t.queue FROM t
+    UNION SELECT w.queue FROM w UNION SELECT d.queue FROM d UNION SELECT t.queue FROM t
     UNION SELECT p.queue FROM pgqueue.paused_queues p
   )
   SELECT n.queue,
@@ -2736,15 +3247,17 @@ AS $$
          extract(epoch FROM now() - r.oldest_due)::float8,
          coalesce(r.ready, 0) + coalesce(r.scheduled, 0) + coalesce(c.claimed, 0)
            + coalesce(s.dead, 0) + coalesce(s.cancelled, 0) + coalesce(d.done, 0)
-           + coalesce(t.gone_done, 0) + coalesce(t.gone_other, 0),
+           + coalesce(t.gone_done, 0) + coalesce(t.gone_other, 0) + coalesce(w.waiting, 0),
          coalesce(d.done, 0) + coalesce(t.gone_done, 0),
-         coalesce(t.failed, 0)
+         coalesce(t.failed, 0),
+         coalesce(w.waiting, 0)
     FROM names n
     LEFT JOIN r ON r.queue = n.queue
     LEFT JOIN c ON c.queue = n.queue
     LEFT JOIN s ON s.queue = n.queue
     LEFT JOIN d ON d.queue = n.queue
     LEFT JOIN t ON t.queue = n.queue
+    LEFT JOIN w ON w.queue = n.queue
    ORDER BY n.queue
 $$;
 

@@ -66,7 +66,7 @@ int cancel(const context& ctx, const std::vector<std::int64_t>& ids) {
     } else {
       for (auto& id : cancelled) std::cout << "cancelled " << id << "\n";
       for (auto& id : not_cancelled) {
-        std::cout << "not cancelled " << id << " (no such job, or not ready)\n";
+        std::cout << "not cancelled " << id << " (no such job, or not ready or waiting)\n";
       }
     }
     co_return not_cancelled.empty() ? exit_code::ok : exit_code::answer_no;

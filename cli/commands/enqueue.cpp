@@ -258,6 +258,7 @@ int enqueue(const context& ctx, const enqueue_args& args) {
     opts.priority = args.priority;
     opts.max_attempts = args.max_attempts;
     opts.run_after = co_await resolve_run_after(db, args);
+    opts.depends_on = args.after;  // `args` outlives the enqueues
     if (!args.payload) {
       stdin_enqueue reader(ctx, q, opts);
       co_return co_await reader.run(args.batch_size);

@@ -14,20 +14,21 @@ int queues(const context& ctx) {
   return ctx.run([&](pgqueue::database& db) -> asio::awaitable<int> {
     // pgqueue.queue_summary reads each state through its own index, done jobs from counters.
     auto r = co_await db.query(R"(
-      SELECT queue, paused, ready, scheduled, claimed, dead, cancelled, done,
+      SELECT queue, paused, ready, scheduled, claimed, dead, cancelled, done, waiting,
              round(oldest_ready_age_s::numeric, 3) AS oldest_age_s, round(lag_s::numeric, 3) AS lag_s
         FROM pgqueue.queue_summary())");
-    print(std::cout, r, ctx.json, "ready,scheduled,claimed,dead,cancelled,done,oldest_age_s,lag_s",
-          "paused");
+    print(std::cout, r, ctx.json,
+          "ready,scheduled,claimed,dead,cancelled,done,waiting,oldest_age_s,lag_s", "paused");
     co_return exit_code::ok;
   });
 }
 
 int jobs(const context& ctx, const std::string& queue, const std::string& state, int limit) {
-  static const std::set<std::string> states{"ready", "claimed", "done", "dead", "cancelled"};
+  static const std::set<std::string> states{"ready", "claimed",   "done",
+                                            "dead",  "cancelled", "waiting"};
   if (!states.contains(state)) {
-    throw usage_error("--state must be ready, claimed, done, dead or cancelled, not '" + state +
-                      "'");
+    throw usage_error("--state must be ready, claimed, done, dead, cancelled or waiting, not '" +
+                      state + "'");
   }
   if (limit < 1) throw usage_error("--limit must be at least 1");
   return ctx.run([&](pgqueue::database& db) -> asio::awaitable<int> {
@@ -51,8 +52,13 @@ int job(const context& ctx, std::int64_t id) {
     auto r = co_await db.query(R"(
       SELECT id, queue, state, payload::text AS payload, idempotency_key, priority, attempts,
              max_attempts, run_after, claimed_by, claimed_at, lease_until, last_error,
-             created_at, updated_at, finished_at, errors::text AS errors
-        FROM pgqueue.jobs WHERE id = $1)",
+             created_at, updated_at, finished_at, errors::text AS errors,
+             -- the jobs it waits for (a dead or cancelled job keeps them), NULL for none
+             (SELECT jsonb_agg(jsonb_build_object('id', d.depends_on, 'state', p.state)
+                               ORDER BY d.depends_on)
+                FROM pgqueue.job_dependencies d LEFT JOIN pgqueue.jobs p ON p.id = d.depends_on
+               WHERE d.job_id = j.id)::text AS waits_for
+        FROM pgqueue.jobs j WHERE id = $1)",
                                std::move(p));
     if (r.rows() == 0) {
       if (ctx.json) {
@@ -64,16 +70,24 @@ int job(const context& ctx, std::int64_t id) {
     }
     if (ctx.json) {  // one object (not an array of one): the payload and errors as JSON
       std::ostringstream rows;
-      print(rows, r, true, "id,priority,attempts,max_attempts,payload,errors");
+      print(rows, r, true, "id,priority,attempts,max_attempts,payload,errors,waits_for");
       std::cout << nlohmann::json::parse(rows.str()).at(0).dump(2) << "\n";
       co_return exit_code::ok;
     }
     const int errors = r.column("errors");
+    const int waits_for = r.column("waits_for");
     for (int c = 0; c < r.columns(); ++c) {  // one field per line: payloads and errors are long
       if (c == errors) continue;
       std::string name(r.column_name(c));
-      std::cout << name << ":" << std::string(17 - name.size(), ' ')
-                << (r.is_null(0, c) ? "-" : printable(r.get<std::string>(0, c))) << "\n";
+      std::string text = r.is_null(0, c) ? "-" : printable(r.get<std::string>(0, c));
+      if (c == waits_for && !r.is_null(0, c)) {  // "12 (claimed), 13 (gone)"
+        text.clear();
+        for (const auto& d : nlohmann::json::parse(r.get<std::string>(0, c))) {
+          text += (text.empty() ? "" : ", ") + std::to_string(d.value("id", std::int64_t{0})) +
+                  " (" + (d["state"].is_string() ? d["state"].get<std::string>() : "gone") + ")";
+        }
+      }
+      std::cout << name << ":" << std::string(17 - name.size(), ' ') << text << "\n";
     }
     // The failure history, oldest first: why the job keeps failing.
     if (!r.is_null(0, errors)) {

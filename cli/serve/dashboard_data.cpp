@@ -17,6 +17,7 @@ nlohmann::json queue_json(const queue_status& s, const sampler& rates) {
                    {"dead", s.dead},
                    {"cancelled", s.cancelled},
                    {"done", s.done},
+                   {"waiting", s.waiting},
                    {"oldest_ready_age_s", optional_number(s.oldest_ready_age_s)},
                    {"lag_s", optional_number(s.lag_s)},
                    {"enqueued_per_s", nullptr},

@@ -53,6 +53,7 @@ frame make_frame(std::vector<pgqueue::queue_status> now,
     t.dead += row.status.dead;
     t.cancelled += row.status.cancelled;
     t.done += row.status.done;
+    t.waiting += row.status.waiting;
     t.enqueued_total += row.status.enqueued_total;
     t.done_total += row.status.done_total;
     t.failed_total += row.status.failed_total;

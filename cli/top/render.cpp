@@ -53,6 +53,7 @@ nlohmann::json counts_json(const pgqueue::queue_status& s, const growth& g, cons
           {"dead", s.dead},
           {"cancelled", s.cancelled},
           {"done", s.done},
+          {"waiting", s.waiting},
           {"oldest_ready_age_s", optional_json(s.oldest_ready_age_s)},
           {"lag_s", optional_json(s.lag_s)},
           {"enqueued_total", s.enqueued_total},

@@ -3,7 +3,9 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <optional>
+#include <span>
 #include <string_view>
 
 namespace pgqueue {
@@ -28,6 +30,16 @@ struct enqueue_options {
   std::optional<std::chrono::system_clock::time_point> run_after{};
   /// Runs at most this many times (>= 1); after that the job ends `dead`.
   int max_attempts = 5;
+  /// Ids of jobs (of any queue) this job waits for: it is `waiting`, not claimable, until
+  /// every one of them is done, then ready (due at the later of `run_after` and that moment).
+  /// If one of them ends `dead` the job ends dead too ("dependency N is dead"), if one is
+  /// cancelled it is cancelled; jobs already done count as done. Copied when enqueue() is
+  /// called; empty (the default) for none. In a batch, every job waits for the same ids
+  /// (fan-out: many jobs after one; fan-in: one job after many). The enqueue refuses an id that
+  /// is not a job (SQLSTATE 23503, nothing added) and holds a share lock on the parents' rows
+  /// until its transaction ends (their ack waits meanwhile). README, "Jobs that wait for other
+  /// jobs", has the rules.
+  std::span<const std::int64_t> depends_on{};
 };
 
 }  // namespace pgqueue

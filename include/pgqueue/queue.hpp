@@ -69,9 +69,11 @@ class queue {
   /// commit, or, while another wake-up of the queue is on its way or was sent less than
   /// `wake_interval` ago, by one short transaction that covers many enqueues (not awaited).
   /// A job with `run_after` in the future wakes them too, so an idle claim learns its due time.
-  /// Throws the server's error: 22P02 invalid JSON, 22023 bad queue name or max_attempts, and
-  /// connection errors; `errc::invalid_argument` (nothing sent) for an idempotency key longer
-  /// than `enqueue_options::max_idempotency_key_bytes`.
+  /// With `depends_on` the job waits for those jobs (see enqueue_options::depends_on), still
+  /// one round trip. Throws the server's error: 22P02 invalid JSON, 22023 bad queue name or
+  /// max_attempts, 23503 a `depends_on` id that is not a job, and connection errors;
+  /// `errc::invalid_argument` (nothing sent) for an idempotency key longer than
+  /// `enqueue_options::max_idempotency_key_bytes`.
   ///
   /// Cancellation: a cancel before the request is sent (also while it waits for a new session
   /// during a reconnect) throws operation_aborted and adds nothing. Once sent, the enqueue is not
@@ -81,12 +83,16 @@ class queue {
 
   /// Adds many jobs in one statement and one round trip; ids in input order. Options apply to
   /// every job, except `idempotency_key`, which batch calls refuse (use `keys`: one per payload,
-  /// std::nullopt for none; each at most `enqueue_options::max_idempotency_key_bytes`). Throws
-  /// as `enqueue`; cancellation as `enqueue` (all or nothing).
+  /// std::nullopt for none; each at most `enqueue_options::max_idempotency_key_bytes`). With
+  /// `depends_on`, every job of the batch waits for those jobs (a fan-out; a job whose key
+  /// already existed gets no new dependencies). Throws as `enqueue`; cancellation as `enqueue`
+  /// (all or nothing).
   asio::awaitable<std::vector<std::int64_t>> enqueue_batch(
       std::vector<std::string> payloads, enqueue_options opts = {},
       std::vector<std::optional<std::string>> keys = {}) {
-    return do_enqueue_batch(s_, std::move(payloads), std::move(opts), std::move(keys));
+    auto deps = take_depends_on(opts);
+    return do_enqueue_batch(s_, std::move(payloads), std::move(opts), std::move(keys),
+                            std::move(deps));
   }
 
   /// Adds a job inside `tx`, the application's transaction: the job exists if and only if `tx`
@@ -99,7 +105,8 @@ class queue {
                                         enqueue_options opts = {}) {
     std::optional<std::string> key;
     if (opts.idempotency_key) key.emplace(*opts.idempotency_key);
-    return do_enqueue_in(s_->name, tx, std::string(payload), std::move(key), opts);
+    auto deps = take_depends_on(opts);
+    return do_enqueue_in(s_->name, tx, std::string(payload), std::move(key), opts, std::move(deps));
   }
 
   /// As `enqueue_batch`, inside `tx` (see `enqueue(tx, ...)`): all the jobs exist if and only
@@ -107,7 +114,9 @@ class queue {
   asio::awaitable<std::vector<std::int64_t>> enqueue_batch(
       const pg::transaction& tx, std::vector<std::string> payloads, enqueue_options opts = {},
       std::vector<std::optional<std::string>> keys = {}) {
-    return do_enqueue_batch_in(s_->name, tx, std::move(payloads), std::move(opts), std::move(keys));
+    auto deps = take_depends_on(opts);
+    return do_enqueue_batch_in(s_->name, tx, std::move(payloads), std::move(opts), std::move(keys),
+                               std::move(deps));
   }
 
   /// Claims the next due job, or returns nothing at once when there is none. One round trip.
@@ -222,16 +231,37 @@ class queue {
 
   static constexpr const char* enqueue_sql =
       "SELECT pgqueue.enqueue($1, $2::jsonb, $3, $4, coalesce(to_timestamp($5::float8), now()), "
-      "$6, $7)";
+      "$6, $7, $8::bigint[])";
   static constexpr const char* enqueue_batch_sql =
       "SELECT unnest(pgqueue.enqueue_batch($1, $2::jsonb[], $3::text[], $4, "
-      "coalesce(to_timestamp($5::float8), now()), $6, $7))";
+      "coalesce(to_timestamp($5::float8), now()), $6, $7, $8::bigint[]))";
+
+  // A copy of `opts.depends_on`, taken before a coroutine starts (the caller's ids may be gone
+  // by the time it runs); the span is then cleared.
+  static std::vector<std::int64_t> take_depends_on(enqueue_options& opts) {
+    std::vector<std::int64_t> deps(opts.depends_on.begin(), opts.depends_on.end());
+    opts.depends_on = {};
+    return deps;
+  }
+
+  // depends_on as a parameter: NULL for none, the enqueue's fast path.
+  static void add_depends_on(pg::params& p, const std::vector<std::int64_t>& deps) {
+    if (deps.empty()) {
+      p.add(std::nullopt);
+    } else {
+      p.add(deps);
+    }
+  }
 
   // enqueue's parameters; `wake`: the statement announces its job at its commit.
   static pg::params enqueue_params(const std::string& queue, const std::string& payload,
                                    const std::optional<std::string>& key,
-                                   const enqueue_options& opts, bool wake) {
-    return {queue, payload, key, opts.priority, epoch(opts.run_after), opts.max_attempts, wake};
+                                   const enqueue_options& opts, bool wake,
+                                   const std::vector<std::int64_t>& deps) {
+    pg::params p{queue, payload, key, opts.priority, epoch(opts.run_after), opts.max_attempts,
+                 wake};
+    add_depends_on(p, deps);
+    return p;
   }
 
   // What enqueue_batch refuses before sending anything.
@@ -243,7 +273,8 @@ class queue {
   static pg::params enqueue_batch_params(const std::string& queue,
                                          const std::vector<std::string>& payloads,
                                          const std::vector<std::optional<std::string>>& keys,
-                                         const enqueue_options& opts, bool wake);
+                                         const enqueue_options& opts, bool wake,
+                                         const std::vector<std::int64_t>& deps);
 
   static std::vector<std::int64_t> ids_of(const pg::result& r) {
     std::vector<std::int64_t> ids;
@@ -255,22 +286,26 @@ class queue {
   static asio::awaitable<std::int64_t> do_enqueue(std::shared_ptr<detail::queue_state> s,
                                                   std::string payload,
                                                   std::optional<std::string> key,
-                                                  enqueue_options opts);
+                                                  enqueue_options opts,
+                                                  std::vector<std::int64_t> deps);
 
   static asio::awaitable<std::vector<std::int64_t>> do_enqueue_batch(
       std::shared_ptr<detail::queue_state> s, std::vector<std::string> payloads,
-      enqueue_options opts, std::vector<std::optional<std::string>> keys);
+      enqueue_options opts, std::vector<std::optional<std::string>> keys,
+      std::vector<std::int64_t> deps);
 
   // In the caller's transaction: the wake-up goes out at its commit, from the trigger's NOTIFY
   // (no gate: one transaction's notifications fold into one, and a rollback sends none).
   static asio::awaitable<std::int64_t> do_enqueue_in(std::string queue, const pg::transaction& tx,
                                                      std::string payload,
                                                      std::optional<std::string> key,
-                                                     enqueue_options opts);
+                                                     enqueue_options opts,
+                                                     std::vector<std::int64_t> deps);
 
   static asio::awaitable<std::vector<std::int64_t>> do_enqueue_batch_in(
       std::string queue, const pg::transaction& tx, std::vector<std::string> payloads,
-      enqueue_options opts, std::vector<std::optional<std::string>> keys);
+      enqueue_options opts, std::vector<std::optional<std::string>> keys,
+      std::vector<std::int64_t> deps);
 
   // Runs an enqueue statement. With `gate` it carries the queue's wake-up (its $7 is true) and
   // reports to the gate when answered; else jobs added (`any`) are announced after it

@@ -32,6 +32,8 @@ struct queue_status {
   std::int64_t enqueued_total = 0;  ///< jobs ever enqueued (as far as the counters go back)
   std::int64_t done_total = 0;      ///< jobs ever done, gc'd ones included
   std::int64_t failed_total = 0;    ///< failed attempts: nacks and expired leases
+  /// Waiting for other jobs to finish (enqueue_options::depends_on); not claimable yet.
+  std::int64_t waiting = 0;
 };
 
 /// Every queue the database knows (it has jobs, counters or a pause), by name. One round trip

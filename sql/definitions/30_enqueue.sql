@@ -12,6 +12,7 @@
 -- its queue and priority have a floor at all. This session remembers that (a floor, once made,
 -- is never deleted): the read cost 6 us of a 30 us enqueue. A job due earlier, or the first of its
 -- priority that this session enqueues, reads its floor as floor_admit does.
+-- p_depends_on: ids of jobs it waits for (definitions/77_dependencies.sql has the rules).
 CREATE OR REPLACE FUNCTION pgqueue.enqueue(
   p_queue text,
   p_payload jsonb,
@@ -19,7 +20,8 @@ CREATE OR REPLACE FUNCTION pgqueue.enqueue(
   p_priority int DEFAULT 0,
   p_run_after timestamptz DEFAULT now(),
   p_max_attempts int DEFAULT 5,
-  p_wake boolean DEFAULT true
+  p_wake boolean DEFAULT true,
+  p_depends_on bigint[] DEFAULT NULL
 )
 RETURNS bigint
 LANGUAGE plpgsql
@@ -34,6 +36,7 @@ DECLARE
   v_inserted boolean := true;
   v_known text;
   v_above boolean;
+  v_state text := 'ready';
 BEGIN
   -- One inline test on the hot path; the helpers (a call each) only run to name the error.
   IF p_queue IS NULL OR p_payload IS NULL OR p_priority IS NULL OR p_run_after IS NULL
@@ -45,6 +48,9 @@ BEGIN
     PERFORM pgqueue.require_valid(coalesce(octet_length(p_idempotency_key), 0) <= 255,
                                   'idempotency_key must be at most 255 bytes');
   END IF;
+  IF p_depends_on IS NOT NULL THEN
+    v_state := pgqueue.dependencies_check(p_depends_on);  -- locks the parents
+  END IF;
   PERFORM pg_advisory_xact_lock_shared(1885434739, hashtext(p_queue));
   v_locked_at := clock_timestamp();
   v_run_after := CASE WHEN p_run_after = now() THEN v_locked_at ELSE p_run_after END;
@@ -52,13 +58,15 @@ BEGIN
   -- Without a key, a plain insert: ON CONFLICT makes an insert speculative, which costs a
   -- WAL record more per row even where the key's index does not apply.
   IF p_idempotency_key IS NULL THEN
-    INSERT INTO pgqueue.jobs (queue, payload, priority, run_after, max_attempts)
-    VALUES (p_queue, p_payload, p_priority, v_run_after, p_max_attempts)
+    INSERT INTO pgqueue.jobs (queue, payload, priority, run_after, max_attempts, state)
+    VALUES (p_queue, p_payload, p_priority, v_run_after, p_max_attempts, v_state)
     RETURNING id INTO v_id;
   ELSE
     LOOP
-      INSERT INTO pgqueue.jobs (queue, payload, idempotency_key, priority, run_after, max_attempts)
-      VALUES (p_queue, p_payload, p_idempotency_key, p_priority, v_run_after, p_max_attempts)
+      INSERT INTO pgqueue.jobs (queue, payload, idempotency_key, priority, run_after, max_attempts,
+                                state)
+      VALUES (p_queue, p_payload, p_idempotency_key, p_priority, v_run_after, p_max_attempts,
+              v_state)
       ON CONFLICT (queue, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
       RETURNING id INTO v_id;
       EXIT WHEN v_id IS NOT NULL;
@@ -71,6 +79,10 @@ BEGIN
     END LOOP;
   END IF;
   PERFORM set_config('pgqueue.admitting', 'off', true);
+  IF v_state = 'waiting' AND v_inserted THEN
+    PERFORM pgqueue.dependencies_add(ARRAY[v_id], p_depends_on);
+    v_inserted := false;  -- not ready: nothing to admit under the floors
+  END IF;
   -- Keyed by the floor table too: a schema dropped and installed again has none of them.
   v_known := 'pgqueue.floor_known_'
              || md5(p_priority || ' ' || p_queue || ' ' || 'pgqueue.ready_floor'::regclass::oid);
@@ -99,7 +111,8 @@ $$;
 -- Adds many jobs to one queue in one statement and returns their ids in input order. Keys
 -- (optional, same length as the payloads) dedupe against existing jobs and within the batch.
 -- Wakes listeners as enqueue does (with keys, also when every key already existed). Jobs due
--- now get the time of this call, as enqueue's do.
+-- now get the time of this call, as enqueue's do. p_depends_on: ids of jobs that every job of
+-- the batch waits for (as enqueue's; a job whose key already existed gets no edges).
 CREATE OR REPLACE FUNCTION pgqueue.enqueue_batch(
   p_queue text,
   p_payloads jsonb[],
@@ -107,7 +120,8 @@ CREATE OR REPLACE FUNCTION pgqueue.enqueue_batch(
   p_priority int DEFAULT 0,
   p_run_after timestamptz DEFAULT now(),
   p_max_attempts int DEFAULT 5,
-  p_wake boolean DEFAULT true
+  p_wake boolean DEFAULT true,
+  p_depends_on bigint[] DEFAULT NULL
 )
 RETURNS bigint[]
 LANGUAGE plpgsql
@@ -120,6 +134,7 @@ DECLARE
   v_n int;
   v_ids bigint[];
   v_run_after timestamptz;
+  v_state text := 'ready';
 BEGIN
   IF p_queue IS NULL OR p_payloads IS NULL OR p_priority IS NULL OR p_run_after IS NULL
      OR p_max_attempts IS NULL OR p_wake IS NULL OR p_max_attempts < 1
@@ -149,6 +164,9 @@ BEGIN
       NOT EXISTS (SELECT FROM unnest(p_idempotency_keys) k WHERE octet_length(k) > 255),
       'idempotency keys must be at most 255 bytes');
   END IF;
+  IF p_depends_on IS NOT NULL THEN
+    v_state := pgqueue.dependencies_check(p_depends_on);  -- locks the parents
+  END IF;
   -- Ids are drawn first so each input position knows its id without relying on RETURNING order.
   v_ids := ARRAY(SELECT nextval('pgqueue.jobs_id_seq') FROM generate_series(1, v_n));
   -- Due now: from this call, as enqueue's jobs (a transaction's jobs stay in call order).
@@ -158,20 +176,24 @@ BEGIN
   END IF;
   IF p_idempotency_keys IS NULL THEN
     -- A plain insert, as in enqueue.
-    INSERT INTO pgqueue.jobs (id, queue, payload, priority, run_after, max_attempts)
-    SELECT v_ids[t.ord], p_queue, t.payload, p_priority, v_run_after, p_max_attempts
+    INSERT INTO pgqueue.jobs (id, queue, payload, priority, run_after, max_attempts, state)
+    SELECT v_ids[t.ord], p_queue, t.payload, p_priority, v_run_after, p_max_attempts, v_state
       FROM unnest(p_payloads) WITH ORDINALITY AS t(payload, ord)
      ORDER BY t.ord;
   ELSE
     INSERT INTO pgqueue.jobs (id, queue, payload, idempotency_key, priority, run_after,
-                              max_attempts)
-    SELECT v_ids[t.ord], p_queue, t.payload, t.key, p_priority, v_run_after, p_max_attempts
+                              max_attempts, state)
+    SELECT v_ids[t.ord], p_queue, t.payload, t.key, p_priority, v_run_after, p_max_attempts,
+           v_state
       FROM unnest(p_payloads, p_idempotency_keys) WITH ORDINALITY AS t(payload, key, ord)
      ORDER BY t.ord
     ON CONFLICT (queue, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING;
   END IF;
   IF NOT p_wake THEN
     PERFORM set_config('pgqueue.defer_wake', 'off', true);
+  END IF;
+  IF v_state = 'waiting' THEN  -- the drawn ids: those a key turned away are not jobs
+    PERFORM pgqueue.dependencies_add(v_ids, p_depends_on);
   END IF;
   IF p_idempotency_keys IS NOT NULL THEN
     IF p_wake THEN

@@ -126,6 +126,11 @@ BEGIN
   -- written out: a call costs more than this look at a usually empty table).
   PERFORM pg_notify(pgqueue.channel(l.queue), l.queue || E'\nfreed')
      FROM pgqueue.queue_limits l WHERE l.queue = v_queue AND l.max_claimed IS NOT NULL;
+  -- Jobs waiting for it (a statement after the update: it sees the edges of an enqueue that
+  -- held the row until it committed). One index probe when there are none.
+  IF EXISTS (SELECT FROM pgqueue.job_dependencies d WHERE d.depends_on = p_job_id) THEN
+    PERFORM pgqueue.dependencies_done(ARRAY[p_job_id]);
+  END IF;
   RETURN true;
 END
 $$;
@@ -182,6 +187,12 @@ BEGIN
     -- pgqueue.slots_freed, written out as in ack.
     PERFORM pg_notify(pgqueue.channel(l.queue), l.queue || E'\nfreed')
        FROM pgqueue.queue_limits l WHERE l.queue = ANY (v_queues) AND l.max_claimed IS NOT NULL;
+    -- Jobs waiting for them (as in ack). The probe of every id costs 36 us for 100 ids; when no
+    -- job waits at all, the first test (4 us) spares it.
+    IF EXISTS (SELECT FROM pgqueue.job_dependencies d)
+       AND EXISTS (SELECT FROM pgqueue.job_dependencies d WHERE d.depends_on = ANY (v_ids)) THEN
+      PERFORM pgqueue.dependencies_done(v_ids);
+    END IF;
   END IF;
   RETURN v_ids;
 END
@@ -296,6 +307,7 @@ BEGIN
                                           pgqueue.bounded_error(p_error))
      WHERE j.id = p_job_id;
     PERFORM pgqueue.slots_freed(ARRAY[v_job.queue]);
+    PERFORM pgqueue.dependencies_failed(ARRAY[p_job_id], 'dead');  -- jobs waiting for it
     RETURN 'dead';
   END IF;
   v_delay := coalesce(p_requeue_after, pgqueue.retry_delay(v_job.queue, v_job.attempts));

@@ -33,6 +33,7 @@ DECLARE
   v_exhausted int;
   v_reset record;
   v_queues text[] := '{}';
+  v_dead bigint[] := '{}';
 BEGIN
   PERFORM pgqueue.require(p_grace, 'grace');
   -- A negative grace would take back leases that are still valid.
@@ -66,6 +67,8 @@ BEGIN
     IF v_reset.state = 'ready' THEN
       PERFORM pgqueue.floor_admit(v_reset.queue, v_reset.priority, v_reset.run_after, v_reset.id);
       PERFORM pgqueue.notify_queue(v_reset.queue);  -- folds: one per queue
+    ELSE
+      v_dead := v_dead || v_reset.id;
     END IF;
   END LOOP;
   IF v_count > 0 THEN
@@ -82,15 +85,18 @@ BEGIN
                               WHERE r.state = 'ready' AND r.attempts >= r.max_attempts
                               LIMIT 10000  -- bounded; also keeps the plan on the small index
                                 FOR UPDATE SKIP LOCKED))
-    RETURNING 1
+    RETURNING j.id
   )
-  SELECT count(*) INTO v_exhausted FROM exhausted;
+  SELECT count(*), v_dead || coalesce(array_agg(e.id), '{}') INTO v_exhausted, v_dead
+    FROM exhausted e;
+  PERFORM pgqueue.dependencies_janitor(v_dead);  -- their waiting jobs; the safety net
   RETURN v_count + v_exhausted;
 END
 $$;
 
--- Cancels a job that has not started (ready): it ends 'cancelled'. False when the job is not
--- ready (running, finished or missing).
+-- Cancels a job that has not started (ready or waiting): it ends 'cancelled', and so do the
+-- jobs waiting for it (definitions/77_dependencies.sql). False when the job is not ready or
+-- waiting (running, finished or missing).
 CREATE OR REPLACE FUNCTION pgqueue.cancel(p_job_id bigint)
 RETURNS boolean
 LANGUAGE plpgsql
@@ -102,13 +108,18 @@ BEGIN
   PERFORM pgqueue.require(p_job_id, 'job_id');
   UPDATE pgqueue.jobs j
      SET state = 'cancelled', finished_at = now(), updated_at = now()
-   WHERE j.id = p_job_id AND (j.state = 'ready') IS TRUE;
-  RETURN FOUND;
+   WHERE j.id = p_job_id AND (j.state IN ('ready', 'waiting')) IS TRUE;
+  IF NOT FOUND THEN
+    RETURN false;
+  END IF;
+  PERFORM pgqueue.dependencies_failed(ARRAY[p_job_id], 'cancelled');
+  RETURN true;
 END
 $$;
 
 -- Puts dead jobs of a queue back to ready with a fresh set of attempts: all of them, or only
--- p_job_ids. Returns how many; wakes the queue's listeners.
+-- p_job_ids. Returns how many; wakes the queue's listeners. A retried job that waits for other
+-- jobs waits again (definitions/77_dependencies.sql).
 CREATE OR REPLACE FUNCTION pgqueue.retry_dead(p_queue text, p_job_ids bigint[] DEFAULT NULL)
 RETURNS int
 LANGUAGE plpgsql
@@ -119,6 +130,7 @@ AS $$
 DECLARE
   v_count int := 0;
   v_first record;
+  v_ids bigint[];
 BEGIN
   PERFORM pgqueue.check_queue_name(p_queue);
   FOR v_first IN
@@ -130,14 +142,17 @@ BEGIN
          AND (p_job_ids IS NULL OR j.id = ANY (p_job_ids))
       RETURNING j.priority, j.run_after, j.id
     )
-    SELECT DISTINCT ON (r.priority) r.priority, r.run_after, r.id, count(*) OVER () AS n
+    SELECT DISTINCT ON (r.priority) r.priority, r.run_after, r.id, count(*) OVER () AS n,
+           array_agg(r.id) OVER () AS ids
       FROM retried r
      ORDER BY r.priority, r.run_after, r.id
   LOOP
     v_count := v_first.n;
+    v_ids := v_first.ids;
     PERFORM pgqueue.floor_admit(p_queue, v_first.priority, v_first.run_after, v_first.id);
   END LOOP;
   IF v_count > 0 THEN
+    PERFORM pgqueue.dependencies_retried(v_ids);
     PERFORM pgqueue.notify_queue(p_queue);
   END IF;
   RETURN v_count;
@@ -175,7 +190,9 @@ BEGIN
                      WHERE f.state IN ('done', 'cancelled') AND f.finished_at < now() - p_retain_done
                      LIMIT p_batch_size
                        FOR UPDATE SKIP LOCKED)
-    RETURNING j.queue, j.state
+    RETURNING j.queue, j.state, j.id
+  ), unlinked AS (  -- their edges (cancelled jobs keep theirs)
+    DELETE FROM pgqueue.job_dependencies d WHERE d.job_id = ANY (ARRAY(SELECT g.id FROM gone g))
   ), counted AS (
     -- Deleted done jobs leave the counters (as a negative delta in slot 0).
     INSERT INTO pgqueue.done_counts (queue, slot, n)
@@ -199,7 +216,9 @@ BEGIN
                      WHERE f.state = 'dead' AND f.finished_at < now() - p_retain_dead
                      LIMIT p_batch_size
                        FOR UPDATE SKIP LOCKED)
-    RETURNING j.queue
+    RETURNING j.queue, j.id
+  ), unlinked AS (  -- their edges (dead jobs keep theirs)
+    DELETE FROM pgqueue.job_dependencies d WHERE d.job_id = ANY (ARRAY(SELECT g.id FROM gone g))
   ), totalled AS (
     INSERT INTO pgqueue.queue_totals AS t (queue, slot, collected_other)
     SELECT g.queue, 0, count(*) FROM gone g GROUP BY g.queue

@@ -35,6 +35,11 @@ BEGIN
          WHERE j.state IN ('dead', 'cancelled')
          GROUP BY j.queue, j.state
         UNION ALL
+        SELECT j.queue, 'waiting', count(*), min(j.created_at), max(j.updated_at), NULL::interval
+          FROM pgqueue.jobs j
+         WHERE j.state = 'waiting'
+         GROUP BY j.queue
+        UNION ALL
         SELECT c.queue, 'done', sum(c.n)::bigint, NULL::timestamptz, NULL::timestamptz, NULL::interval
           FROM pgqueue.done_counts c
          GROUP BY c.queue
@@ -49,7 +54,7 @@ $$;
 -- each state (ready split into due now and scheduled for later), whether it is paused, how old
 -- its oldest ready job due now is (since its enqueue), its lag (how long the oldest due ready job has waited), and totals
 -- that only grow, for rates: jobs ever enqueued, done, and failed attempts (nacks and expired
--- leases) since version 7. What `pgqueue queues`, `top`, the dashboard and the metrics read.
+-- leases) since version 7, and the jobs waiting for other jobs (last, added in version 9). What `pgqueue queues`, `top`, the dashboard and the metrics read.
 -- Each state is read through its own partial index, done jobs from their counters, as `depth`.
 CREATE OR REPLACE FUNCTION pgqueue.queue_summary()
 RETURNS TABLE (
@@ -65,7 +70,8 @@ RETURNS TABLE (
   lag_s float8,
   enqueued_total bigint,
   done_total bigint,
-  failed_total bigint
+  failed_total bigint,
+  waiting bigint
 )
 LANGUAGE sql STABLE
 SET search_path = pg_catalog, pg_temp
@@ -91,6 +97,9 @@ AS $$
       FROM pgqueue.jobs j
      WHERE j.state IN ('dead', 'cancelled')
      GROUP BY j.queue
+  ), w AS (
+    SELECT j.queue, count(*) AS waiting FROM pgqueue.jobs j WHERE j.state = 'waiting'
+     GROUP BY j.queue
   ), d AS (
     SELECT n.queue, sum(n.n)::bigint AS done FROM pgqueue.done_counts n GROUP BY n.queue
   ), t AS (
@@ -100,7 +109,7 @@ AS $$
      GROUP BY x.queue
   ), names AS (
     SELECT r.queue FROM r UNION SELECT c.queue FROM c UNION SELECT s.queue FROM s
-    UNION SELECT d.queue FROM d UNION SELECT t.queue FROM t
+    UNION SELECT w.queue FROM w UNION SELECT d.queue FROM d UNION SELECT t.queue FROM t
     UNION SELECT p.queue FROM pgqueue.paused_queues p
   )
   SELECT n.queue,
@@ -111,14 +120,16 @@ AS $$
          extract(epoch FROM now() - r.oldest_due)::float8,
          coalesce(r.ready, 0) + coalesce(r.scheduled, 0) + coalesce(c.claimed, 0)
            + coalesce(s.dead, 0) + coalesce(s.cancelled, 0) + coalesce(d.done, 0)
-           + coalesce(t.gone_done, 0) + coalesce(t.gone_other, 0),
+           + coalesce(t.gone_done, 0) + coalesce(t.gone_other, 0) + coalesce(w.waiting, 0),
          coalesce(d.done, 0) + coalesce(t.gone_done, 0),
-         coalesce(t.failed, 0)
+         coalesce(t.failed, 0),
+         coalesce(w.waiting, 0)
     FROM names n
     LEFT JOIN r ON r.queue = n.queue
     LEFT JOIN c ON c.queue = n.queue
     LEFT JOIN s ON s.queue = n.queue
     LEFT JOIN d ON d.queue = n.queue
     LEFT JOIN t ON t.queue = n.queue
+    LEFT JOIN w ON w.queue = n.queue
    ORDER BY n.queue
 $$;

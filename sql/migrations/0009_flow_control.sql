@@ -28,7 +28,10 @@ CREATE TABLE IF NOT EXISTS pgqueue.queue_limits_changed (
 INSERT INTO pgqueue.queue_limits_changed DEFAULT VALUES ON CONFLICT DO NOTHING;
 
 -- Dependencies: a job enqueued with depends_on waits ('waiting') until every job it depends on
--- is done, then becomes ready. One row per edge still to be satisfied.
+-- is done, then becomes ready (sql/definitions/77_dependencies.sql has the rules). One row per
+-- edge still to be satisfied: an ack deletes its job's edges; a job that ends dead or cancelled
+-- keeps its own (retry_dead reads them), and gc deletes them with it. No foreign keys: gc
+-- deletes millions of jobs, and per-row RI triggers would slow it.
 ALTER TABLE pgqueue.jobs DROP CONSTRAINT IF EXISTS jobs_state_check;
 ALTER TABLE pgqueue.jobs ADD CONSTRAINT jobs_state_check
   CHECK (state IN ('ready', 'claimed', 'done', 'dead', 'cancelled', 'waiting'));
@@ -38,7 +41,17 @@ CREATE TABLE IF NOT EXISTS pgqueue.job_dependencies (
   PRIMARY KEY (depends_on, job_id)
 );
 CREATE INDEX IF NOT EXISTS job_dependencies_job_idx ON pgqueue.job_dependencies (job_id);
-CREATE INDEX IF NOT EXISTS jobs_waiting_idx ON pgqueue.jobs (queue, id) WHERE state = 'waiting';
+-- Waiting jobs in id order (the janitor's safety net walks them in slices), with their queue
+-- for queue_summary's counts.
+CREATE INDEX IF NOT EXISTS jobs_waiting_idx ON pgqueue.jobs (id) INCLUDE (queue)
+  WHERE state = 'waiting';
+
+-- enqueue and enqueue_batch take depends_on (a last parameter), and queue_summary returns a
+-- `waiting` column: signatures that CREATE OR REPLACE cannot change. Their grants come back
+-- (definitions/90_privileges.sql).
+DROP FUNCTION IF EXISTS pgqueue.enqueue(text, jsonb, text, int, timestamptz, int, boolean);
+DROP FUNCTION IF EXISTS pgqueue.enqueue_batch(text, jsonb[], text[], int, timestamptz, int, boolean);
+DROP FUNCTION IF EXISTS pgqueue.queue_summary();
 
 -- wait_hint says whether a limit holds the queue (a third column): its result type changed.
 DROP FUNCTION IF EXISTS pgqueue.wait_hint(text);

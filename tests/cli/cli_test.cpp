@@ -228,6 +228,45 @@ TEST_CASE("queues shows each queue's states; jobs and job show dead jobs with th
   CHECK(none.exit_code == 1);
 }
 
+TEST_CASE("enqueue --after: jobs that wait; queues, jobs --state waiting and job show them",
+          "[cli]") {
+  scratch_database db(true);
+  session admin(db.dsn());
+  const auto p1 = enqueue(admin, "build");
+  const auto p2 = enqueue(admin, "build");
+  auto one = tool(
+      db, {"enqueue", "deploy", "{}", "--after", std::to_string(p1) + "," + std::to_string(p2)});
+  REQUIRE(one.exit_code == 0);
+  const auto child = std::stoll(one.out);
+  CHECK(state_of(admin, child) == "waiting");
+  auto many = tool(db, {"--json", "enqueue", "deploy", "--after", std::to_string(p1)},
+                   "{\"n\": 1}\n{\"n\": 2}\n");
+  REQUIRE(many.exit_code == 0);
+  CHECK(admin.integer("SELECT count(*) FROM pgqueue.jobs WHERE state = 'waiting'") == 3);
+  auto unknown = tool(db, {"enqueue", "deploy", "{}", "--after", "999999"});
+  CHECK(unknown.exit_code == 2);
+  CHECK(unknown.err.find("dependency 999999 does not exist") != std::string::npos);
+
+  auto q = nlohmann::json::parse(tool(db, {"--json", "queues"}).out);
+  REQUIRE(q.size() == 2);
+  CHECK(q[1]["queue"] == "deploy");
+  CHECK(q[1]["waiting"] == 3);
+  CHECK(q[1]["ready"] == 0);
+  auto list =
+      nlohmann::json::parse(tool(db, {"--json", "jobs", "deploy", "--state", "waiting"}).out);
+  CHECK(list.size() == 3);
+  auto text = tool(db, {"job", std::to_string(child)});
+  CHECK(text.out.find("state:            waiting\n") != std::string::npos);
+  CHECK(text.out.find("waits_for:        " + std::to_string(p1) + " (ready), " +
+                      std::to_string(p2) + " (ready)\n") != std::string::npos);
+  auto json = nlohmann::json::parse(tool(db, {"--json", "job", std::to_string(child)}).out);
+  REQUIRE(json["waits_for"].size() == 2);
+  CHECK(json["waits_for"][0]["id"] == p1);
+  CHECK(json["waits_for"][1]["state"] == "ready");
+  auto parent = tool(db, {"job", std::to_string(p1)});
+  CHECK(parent.out.find("waits_for:        -\n") != std::string::npos);
+}
+
 TEST_CASE("text output escapes control characters a worker or an error may carry", "[cli]") {
   scratch_database db(true);
   session admin(db.dsn());
@@ -312,9 +351,10 @@ TEST_CASE("grant-producer lets a role enqueue and nothing more", "[cli]") {
   auto r = tool(db, {"grant-producer", "cli_producer"});
   CHECK(r.exit_code == 0);
   CHECK(r.out == "granted producer access to cli_producer\n");
-  CHECK(admin.integer("SELECT has_function_privilege('cli_producer', "
-                      "'pgqueue.enqueue(text, jsonb, text, int, timestamptz, int, boolean)', "
-                      "'EXECUTE')::int") == 1);
+  CHECK(admin.integer(
+            "SELECT has_function_privilege('cli_producer', "
+            "'pgqueue.enqueue(text, jsonb, text, int, timestamptz, int, boolean, bigint[])', "
+            "'EXECUTE')::int") == 1);
   CHECK(admin.integer("SELECT has_function_privilege('cli_producer', "
                       "'pgqueue.claim_batch(text, text, int, interval)', 'EXECUTE')::int") == 0);
   auto missing = tool(db, {"grant-worker", "no_such_role"});

@@ -145,6 +145,7 @@ TEST_CASE("top --json: one object per frame with counts, totals, growth and rate
   CHECK(mail["dead"] == 1);
   CHECK(mail["cancelled"] == 0);
   CHECK(mail["done"] == 3);
+  CHECK(mail["waiting"] == 0);
   CHECK(mail["paused"] == false);
   CHECK(mail["enqueued_total"] == 8);
   CHECK(mail["done_total"] == 3);

@@ -115,6 +115,7 @@ TEST_CASE("/metrics and /api/dashboard report every state of every queue", "[das
   CHECK(mail["claimed"] == 1);
   CHECK(mail["dead"] == 1);
   CHECK(mail["cancelled"] == 1);
+  CHECK(mail["waiting"] == 0);
   CHECK(mail["done"] == 3);
   CHECK(mail["oldest_ready_age_s"].is_number());
   CHECK(mail["lag_s"].is_number());

@@ -214,9 +214,10 @@ drain_outcome drain_under_fault(const drain_setup& setup, run_counter& runs,
       if (setup.transactional) {
         w.emplace(
             *q,
-            [&runs, work](const pgqueue::job& j,
-                          pgqueue::transaction& tx) -> asio::awaitable<void> {
+            [&runs, &setup, work](const pgqueue::job& j,
+                                  pgqueue::transaction& tx) -> asio::awaitable<void> {
               runs.record(j.id);
+              if (setup.on_run) setup.on_run(j);
               co_await tx.query("INSERT INTO effects (job) VALUES ($1)", {j.id});
               co_await pgq_test::pause(work);
             },
@@ -224,8 +225,9 @@ drain_outcome drain_under_fault(const drain_setup& setup, run_counter& runs,
       } else {
         w.emplace(
             *q,
-            [&runs, work](const pgqueue::job& j) -> asio::awaitable<void> {
+            [&runs, &setup, work](const pgqueue::job& j) -> asio::awaitable<void> {
               runs.record(j.id);
+              if (setup.on_run) setup.on_run(j);
               co_await pgq_test::pause(work);
             },
             setup.worker_options);

@@ -124,6 +124,9 @@ struct drain_setup {
   // transaction: it inserts the job's id into the table `effects` (which the test creates,
   // with a unique job column) and the worker acks in that transaction.
   bool transactional = false;
+  // Called on the worker's thread as each handler run starts (after `runs` recorded it), e.g.
+  // to check what must hold when a job starts.
+  std::function<void(const pgqueue::job&)> on_run{};
 };
 
 struct drain_outcome {

@@ -1,5 +1,6 @@
 // The C++ blocks of README.md and docs/, compiled and run against a real server. Each is copied
 // here verbatim (the docs_code_blocks test fails when a block of those pages is in no test).
+#include <algorithm>
 #include <iostream>
 
 #include <pgqueue/pgqueue.hpp>
@@ -181,6 +182,17 @@ asio::awaitable<void> limit_queues(pgqueue::database db) {
   std::cout << limits.size() << " limited queues\n";
 }
 
+// ---- README.md: jobs that wait for other jobs ----
+// Resize every photo once the upload is checked; zip them once every resize is done.
+asio::awaitable<void> resize_and_zip(pgqueue::queue& images, std::vector<std::string> photos) {
+  const std::int64_t check = co_await images.enqueue(R"({"step":"check"})");
+  const std::vector<std::int64_t> after_check{check};
+  const pgqueue::enqueue_options fan_out{.depends_on = after_check};
+  const auto resizes = co_await images.enqueue_batch(std::move(photos), fan_out);
+  const pgqueue::enqueue_options fan_in{.depends_on = resizes};
+  co_await images.enqueue(R"({"step":"zip"})", fan_in);  // runs once, after the last resize
+}
+
 // clang-format on
 
 // Returns once `sql` counts `n` (bounded: the caller's checks fail otherwise).
@@ -352,6 +364,33 @@ TEST_CASE("the periodic jobs example declares one schedule and removes the other
   CHECK(*s.scalar("SELECT concat_ws(' ', name, queue, cron, time_zone, catch_up, payload) "
                   "FROM pgqueue.schedules") ==
         "nightly-report reports 30 2 * * * Europe/Berlin latest {\"kind\": \"daily\"}");
+}
+
+TEST_CASE("the README's fan-out and fan-in run in order: check, the resizes, zip",
+          "[queue][docs]") {
+  scratch_database db(true);
+  std::vector<std::string> order;
+  run_async([&]() -> asio::awaitable<void> {
+    pgqueue::queue images{co_await pgqueue::connect(co_await asio::this_coro::executor, db.dsn()),
+                          "images"};
+    std::vector<std::string> photos;
+    for (int i = 0; i < 20; ++i) photos.push_back(R"({"step":"resize"})");
+    co_await resize_and_zip(images, std::move(photos));
+    pgqueue::worker* self = nullptr;
+    pgqueue::worker w(images,
+                      [&](const pgqueue::job& j) -> asio::awaitable<void> {
+                        order.push_back(j.payload);
+                        if (j.payload == R"({"step": "zip"})") self->stop();
+                        co_return;
+                      },
+                      {.concurrency = 4});
+    self = &w;
+    co_await w.run();
+  });
+  REQUIRE(order.size() == 22);
+  CHECK(order.front() == R"({"step": "check"})");
+  CHECK(order.back() == R"({"step": "zip"})");
+  CHECK(std::count(order.begin(), order.end(), R"({"step": "resize"})") == 20);
 }
 
 }  // namespace queue_docs_examples_test

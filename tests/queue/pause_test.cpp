@@ -40,8 +40,10 @@ TEST_CASE("a paused queue's worker runs nothing; resume wakes it and it runs eve
       CHECK(count_jobs(admin, "ready", "q") == 3);
       const bool resumed = co_await control.resume();
       CHECK(resumed);
-      std::error_code ec;
-      co_await all_ran.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+      // (The last job may have run before this wait began: its cancel then had no wait.)
+      std::error_code ec = asio::error::operation_aborted;
+      if (ran.size() < 3)
+        co_await all_ran.async_wait(asio::redirect_error(asio::use_awaitable, ec));
       CHECK(ec == asio::error::operation_aborted);  // cancelled by the handler, not timed out
       w.stop();
     };

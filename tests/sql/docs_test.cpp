@@ -62,6 +62,19 @@ SELECT queue FROM pgqueue.limits();                                  -- api, mai
 SELECT pgqueue.set_queue_limits('api');                              -- t (removed)
 )sql";
 
+// docs/sql-api.md: jobs that wait for other jobs (README.md shows its first three lines).
+const char* dependencies_example = R"sql(
+SELECT pgqueue.enqueue('images', '{"step":"check"}');                                          -- 1
+SELECT pgqueue.enqueue_batch('images', ARRAY['{"n":1}', '{"n":2}']::jsonb[], p_depends_on => ARRAY[1]::bigint[]);  -- {2,3}
+SELECT pgqueue.enqueue('images', '{"step":"zip"}', p_depends_on => ARRAY[2, 3]::bigint[]);    -- 4
+SELECT string_agg(state, ',' ORDER BY id) FROM pgqueue.jobs;                                   -- ready,waiting,waiting,waiting
+SELECT id FROM pgqueue.claim_batch('images', 'worker-1', 10);                                  -- 1 (2 and 3 wait)
+SELECT pgqueue.ack(1, 'worker-1');                                                              -- t
+SELECT id FROM pgqueue.claim_batch('images', 'worker-1', 10);                                  -- 2, 3
+SELECT pgqueue.ack_batch(ARRAY[2, 3], 'worker-1');                                              -- {2,3}
+SELECT id FROM pgqueue.claim_batch('images', 'worker-1', 10);                                  -- 4
+)sql";
+
 // ---- docs/security.md ----
 const char* roles_example = R"sql(
 CREATE ROLE app_producer LOGIN PASSWORD '...';
@@ -132,6 +145,14 @@ TEST_CASE("the limits example gives the results its comments say", "[docs]") {
   CHECK(*s.scalar("SELECT string_agg(queue || ' ' || coalesce(max_claimed::text, '-') || ' ' || "
                   "coalesce(rate::text, '-'), ', ' ORDER BY queue) FROM pgqueue.queue_limits") ==
         "mail - 50, render 3 -");
+}
+
+TEST_CASE("the dependencies example gives the results its comments say", "[docs]") {
+  scratch_database db;
+  session s(db.dsn());
+  run_checked(s, dependencies_example);
+  CHECK(*s.scalar("SELECT string_agg(state, ',' ORDER BY id) FROM pgqueue.jobs") ==
+        "done,done,done,claimed");
 }
 
 TEST_CASE("the roles example grants what it says", "[docs]") {

@@ -42,7 +42,7 @@ void check_cannot_escalate(session& s, const std::string& self) {
       "CREATE FUNCTION pgqueue.mine() RETURNS int LANGUAGE sql AS 'SELECT 1'",
       "CREATE OR REPLACE FUNCTION pgqueue.channel(p_queue text) RETURNS text LANGUAGE sql "
       "AS $$ SELECT 'x' $$",
-      "ALTER FUNCTION pgqueue.enqueue(text, jsonb, text, int, timestamptz, int, boolean) "
+      "ALTER FUNCTION pgqueue.enqueue(text, jsonb, text, int, timestamptz, int, boolean, bigint[]) "
       "SECURITY INVOKER",
       "DROP FUNCTION pgqueue.wake(text)",
       "DROP TABLE pgqueue.jobs",

@@ -17,12 +17,13 @@ PGQUEUE_DECL void write_queue_metrics(std::string& out, const std::vector<queue_
     return l;
   };
   p::append_family(out, "pgqueue_queue_jobs", "gauge",
-                   "Jobs in a queue by state (ready: due now; scheduled: due later; done: "
-                   "retained until gc).");
+                   "Jobs in a queue by state (ready: due now; scheduled: due later; waiting: "
+                   "for other jobs to finish; done: retained until gc).");
   for (const auto& q : status) {
     const std::pair<const char*, std::int64_t> states[] = {
-        {"ready", q.ready}, {"scheduled", q.scheduled}, {"claimed", q.claimed},
-        {"dead", q.dead},   {"cancelled", q.cancelled}, {"done", q.done}};
+        {"ready", q.ready},    {"scheduled", q.scheduled}, {"claimed", q.claimed},
+        {"dead", q.dead},      {"cancelled", q.cancelled}, {"done", q.done},
+        {"waiting", q.waiting}};
     for (const auto& [state, n] : states) {
       std::string l = labels(q);
       l += ',';

@@ -31,7 +31,8 @@ PGQUEUE_DECL asio::awaitable<std::int64_t> queue::enqueue(std::string_view paylo
   // parameter twice when it is initialised straight from a temporary.
   std::optional<std::string> key;
   if (opts.idempotency_key) key.emplace(*opts.idempotency_key);
-  return do_enqueue(s_, std::string(payload), std::move(key), opts);
+  auto deps = take_depends_on(opts);
+  return do_enqueue(s_, std::string(payload), std::move(key), opts, std::move(deps));
 }
 
 PGQUEUE_DECL asio::awaitable<std::optional<lease>> queue::try_claim() {
@@ -233,7 +234,8 @@ PGQUEUE_DECL void queue::check_batch(const std::vector<std::string>& payloads,
 
 PGQUEUE_DECL pg::params queue::enqueue_batch_params(
     const std::string& queue, const std::vector<std::string>& payloads,
-    const std::vector<std::optional<std::string>>& keys, const enqueue_options& opts, bool wake) {
+    const std::vector<std::optional<std::string>>& keys, const enqueue_options& opts, bool wake,
+    const std::vector<std::int64_t>& deps) {
   pg::params p{queue, payloads};
   if (keys.empty()) {
     p.add(std::nullopt);
@@ -241,48 +243,49 @@ PGQUEUE_DECL pg::params queue::enqueue_batch_params(
     p.add(keys);
   }
   p.add(opts.priority).add(epoch(opts.run_after)).add(opts.max_attempts).add(wake);
+  add_depends_on(p, deps);
   return p;
 }
 
 PGQUEUE_DECL asio::awaitable<std::int64_t> queue::do_enqueue(std::shared_ptr<detail::queue_state> s,
                                                              std::string payload,
                                                              std::optional<std::string> key,
-                                                             enqueue_options opts) {
+                                                             enqueue_options opts,
+                                                             std::vector<std::int64_t> deps) {
   opts.idempotency_key.reset();  // use the owned copy: the caller's text may be gone by now
   if (key) check_key(*key);
   auto gate = try_carry(*s, opts);
-  auto p = enqueue_params(s->name, payload, key, opts, gate != nullptr);
+  auto p = enqueue_params(s->name, payload, key, opts, gate != nullptr, deps);
   auto r = co_await insert_and_wake(s, std::move(gate), true, enqueue_sql, std::move(p));
   co_return r.get<std::int64_t>(0, 0);
 }
 
 PGQUEUE_DECL asio::awaitable<std::vector<std::int64_t>> queue::do_enqueue_batch(
     std::shared_ptr<detail::queue_state> s, std::vector<std::string> payloads, enqueue_options opts,
-    std::vector<std::optional<std::string>> keys) {
+    std::vector<std::optional<std::string>> keys, std::vector<std::int64_t> deps) {
   check_batch(payloads, keys, opts);
   auto gate = payloads.empty() ? nullptr : try_carry(*s, opts);
-  auto p = enqueue_batch_params(s->name, payloads, keys, opts, gate != nullptr);
+  auto p = enqueue_batch_params(s->name, payloads, keys, opts, gate != nullptr, deps);
   auto r = co_await insert_and_wake(s, std::move(gate), !payloads.empty(), enqueue_batch_sql,
                                     std::move(p));
   co_return ids_of(r);
 }
 
-PGQUEUE_DECL asio::awaitable<std::int64_t> queue::do_enqueue_in(std::string queue,
-                                                                const pg::transaction& tx,
-                                                                std::string payload,
-                                                                std::optional<std::string> key,
-                                                                enqueue_options opts) {
+PGQUEUE_DECL asio::awaitable<std::int64_t> queue::do_enqueue_in(
+    std::string queue, const pg::transaction& tx, std::string payload,
+    std::optional<std::string> key, enqueue_options opts, std::vector<std::int64_t> deps) {
   if (key) check_key(*key);
-  auto p = enqueue_params(queue, payload, key, opts, true);
+  auto p = enqueue_params(queue, payload, key, opts, true, deps);
   auto r = co_await tx.query_prepared(enqueue_sql, std::move(p), pg::cancel_until_sent);
   co_return r.get<std::int64_t>(0, 0);
 }
 
 PGQUEUE_DECL asio::awaitable<std::vector<std::int64_t>> queue::do_enqueue_batch_in(
     std::string queue, const pg::transaction& tx, std::vector<std::string> payloads,
-    enqueue_options opts, std::vector<std::optional<std::string>> keys) {
+    enqueue_options opts, std::vector<std::optional<std::string>> keys,
+    std::vector<std::int64_t> deps) {
   check_batch(payloads, keys, opts);
-  auto p = enqueue_batch_params(queue, payloads, keys, opts, true);
+  auto p = enqueue_batch_params(queue, payloads, keys, opts, true, deps);
   auto r = co_await tx.query_prepared(enqueue_batch_sql, std::move(p), pg::cancel_until_sent);
   co_return ids_of(r);
 }

@@ -9,7 +9,7 @@ namespace pgqueue {
 PGQUEUE_DECL asio::awaitable<std::vector<queue_status>> read_queue_status(database& db) {
   auto r = co_await db.query(
       "SELECT queue, paused, ready, scheduled, claimed, dead, cancelled, done, "
-      "oldest_ready_age_s, lag_s, enqueued_total, done_total, failed_total "
+      "oldest_ready_age_s, lag_s, enqueued_total, done_total, failed_total, waiting "
       "FROM pgqueue.queue_summary()");
   std::vector<queue_status> out(static_cast<std::size_t>(r.rows()));
   for (int i = 0; i < r.rows(); ++i) {
@@ -27,6 +27,7 @@ PGQUEUE_DECL asio::awaitable<std::vector<queue_status>> read_queue_status(databa
     q.enqueued_total = r.get<std::int64_t>(i, 10);
     q.done_total = r.get<std::int64_t>(i, 11);
     q.failed_total = r.get<std::int64_t>(i, 12);
+    q.waiting = r.get<std::int64_t>(i, 13);
   }
   co_return out;
 }
