@@ -1730,6 +1730,7 @@ AS $$
 DECLARE
   v_ids bigint[];
   v_queues text[];
+  v_limited boolean;
 BEGIN
   IF p_job_ids IS NULL OR p_worker_id IS NULL
      OR (p_lease_tokens IS NOT NULL AND cardinality(p_lease_tokens) <> cardinality(p_job_ids)) THEN
@@ -1758,13 +1759,18 @@ BEGIN
                          WHERE t.token IS NULL))
     RETURNING j.id, j.queue
   )
-  SELECT coalesce(array_agg(a.id ORDER BY a.id), '{}'), array_agg(a.queue) INTO v_ids, v_queues
+  SELECT coalesce(array_agg(a.id ORDER BY a.id), '{}'), array_agg(a.queue),
+         -- any concurrency-limited queue at all? (asked here, not in a statement of its own)
+         EXISTS (SELECT FROM pgqueue.queue_limits l WHERE l.max_claimed IS NOT NULL)
+    INTO v_ids, v_queues, v_limited
     FROM acked a;
   IF cardinality(v_ids) > 0 THEN
     PERFORM pgqueue.count_done(v_queues);
-    -- pgqueue.slots_freed, written out as in ack.
-    PERFORM pg_notify(pgqueue.channel(l.queue), l.queue || E'\nfreed')
-       FROM pgqueue.queue_limits l WHERE l.queue = ANY (v_queues) AND l.max_claimed IS NOT NULL;
+    IF v_limited THEN
+      -- pgqueue.slots_freed, written out as in ack.
+      PERFORM pg_notify(pgqueue.channel(l.queue), l.queue || E'\nfreed')
+         FROM pgqueue.queue_limits l WHERE l.queue = ANY (v_queues) AND l.max_claimed IS NOT NULL;
+    END IF;
     -- Jobs waiting for them (as in ack). The probe of every id costs 36 us for 100 ids; when no
     -- job waits at all, the first test (4 us) spares it.
     IF EXISTS (SELECT FROM pgqueue.job_dependencies d)
