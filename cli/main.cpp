@@ -79,7 +79,18 @@ int main(int argc, char** argv) {
       ->add_option("--after", enq.after,
                    "ids of jobs to wait for (comma-separated): the job runs once all are done, "
                    "and ends dead (or cancelled) with one of them; from stdin, every job waits")
-      ->delimiter(',');
+      ->delimiter(',')
+      // Decimal ids only: CLI11 alone reads '' as 0, 0x10 as 16 and clamps a huge one.
+      ->check(CLI::Validator(
+          [](std::string& id) -> std::string {
+            const bool digits =
+                !id.empty() && id.find_first_not_of("0123456789") == std::string::npos;
+            if (!digits || id.size() > 19 || (id.size() == 19 && id > "9223372036854775807")) {
+              return "a job id is a decimal number up to 9223372036854775807, not '" + id + "'";
+            }
+            return {};
+          },
+          "ID"));
   enqueue_cmd->callback([&] { action = [&] { return enqueue(ctx, enq); }; });
 
   auto* queues_cmd = app.add_subcommand(

@@ -2139,6 +2139,10 @@ DECLARE
   v_ids bigint[];
 BEGIN
   PERFORM pgqueue.check_queue_name(p_queue);
+  -- One retry at a time, database-wide: a retry locks its jobs, then the jobs they wait for
+  -- (which may be another retry's, in another queue: two such calls deadlocked every time).
+  -- Retrying is an operator's act, rare and short.
+  PERFORM pg_advisory_xact_lock(8100266002545501545);
   FOR v_first IN
     WITH retried AS (
       UPDATE pgqueue.jobs j
@@ -2194,6 +2198,10 @@ BEGIN
     DELETE FROM pgqueue.jobs j
      WHERE j.id IN (SELECT f.id FROM pgqueue.jobs f
                      WHERE f.state IN ('done', 'cancelled') AND f.finished_at < now() - p_retain_done
+                       -- Kept while a job still waits for it (an edge an ack in an older
+                       -- snapshot missed): the janitor's safety net must see how it ended.
+                       AND NOT EXISTS (SELECT FROM pgqueue.job_dependencies d
+                                        WHERE d.depends_on = f.id)
                      LIMIT p_batch_size
                        FOR UPDATE SKIP LOCKED)
     RETURNING j.queue, j.state, j.id
@@ -2220,6 +2228,8 @@ BEGIN
     DELETE FROM pgqueue.jobs j
      WHERE j.id IN (SELECT f.id FROM pgqueue.jobs f
                      WHERE f.state = 'dead' AND f.finished_at < now() - p_retain_dead
+                       AND NOT EXISTS (SELECT FROM pgqueue.job_dependencies d
+                                        WHERE d.depends_on = f.id)  -- (as above)
                      LIMIT p_batch_size
                        FOR UPDATE SKIP LOCKED)
     RETURNING j.queue, j.id

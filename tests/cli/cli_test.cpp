@@ -246,6 +246,13 @@ TEST_CASE("enqueue --after: jobs that wait; queues, jobs --state waiting and job
   auto unknown = tool(db, {"enqueue", "deploy", "{}", "--after", "999999"});
   CHECK(unknown.exit_code == 2);
   CHECK(unknown.err.find("dependency 999999 does not exist") != std::string::npos);
+  for (const char* bad : {"", "0x10", "+5", "99999999999999999999"}) {
+    auto refused = tool(db, {"enqueue", "deploy", "{}", "--after", bad});
+    INFO(bad);
+    CHECK(refused.exit_code == 2);
+    CHECK(refused.err.find("a job id is a decimal number") != std::string::npos);
+  }
+  CHECK(admin.integer("SELECT count(*) FROM pgqueue.jobs WHERE state = 'waiting'") == 3);
 
   auto q = nlohmann::json::parse(tool(db, {"--json", "queues"}).out);
   REQUIRE(q.size() == 2);

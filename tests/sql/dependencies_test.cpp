@@ -482,6 +482,20 @@ TEST_CASE("the janitor's safety net", "[dependencies]") {
     CHECK(edges(s) == 0);
     run(s, "q", child);
   }
+  SECTION("ends a job whose parent was cancelled unseen, even once gc ran before it") {
+    s.query("BEGIN ISOLATION LEVEL REPEATABLE READ");
+    s.query("SELECT 1");  // the snapshot: before the child
+    const auto child = enqueue_after(producer, "q", {parent});
+    CHECK(*s.scalar("SELECT pgqueue.cancel($1)", {std::to_string(parent)}) == "t");
+    s.query("COMMIT");
+    REQUIRE(state_of(s, child) == "waiting");  // the cancel did not see the edge
+    // gc keeps the parent while something waits for it, so the net sees how it ended.
+    s.query("SELECT * FROM pgqueue.gc('0 seconds', '0 seconds')");
+    CHECK(state_of(s, parent) == "cancelled");
+    s.query("SELECT pgqueue.janitor_reset_stale_claims()");
+    CHECK(state_of(s, child) == "cancelled");
+    CHECK(claim(s, "q", "w").empty());
+  }
   SECTION("ends a job whose parent died unseen") {
     const auto child = enqueue_after(s, "q", {parent});
     s.query("UPDATE pgqueue.jobs SET state = 'dead', finished_at = now() WHERE id = $1",
@@ -500,6 +514,31 @@ TEST_CASE("the janitor's safety net", "[dependencies]") {
     CHECK(state_of(s, b) == "ready");
     CHECK(s.integer("SELECT pgqueue.dependencies_sweep(1)") == 0);
   }
+}
+
+TEST_CASE("two retries of dead jobs that wait for each other's queues take turns",
+          "[dependencies]") {
+  scratch_database db;
+  session s(db.dsn()), other(db.dsn());
+  // A dead parent in each queue with a dead child in the other one.
+  const auto pa = enqueue_max(s, "xa", 1), pb = enqueue_max(s, "xb", 1);
+  const auto cb = enqueue_after(s, "xb", {pa}), ca = enqueue_after(s, "xa", {pb});
+  kill(s, "xa", pa);
+  kill(s, "xb", pb);
+  REQUIRE(state_of(s, ca) == "dead");
+  REQUIRE(state_of(s, cb) == "dead");
+  s.query("BEGIN");
+  CHECK(s.integer("SELECT pgqueue.retry_dead('xa')") == 2);
+  std::string failure = "not run";
+  std::thread second([&] { failure = other.error_of("SELECT pgqueue.retry_dead('xb')"); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // it waits for its turn
+  s.query("COMMIT");
+  second.join();
+  CHECK(failure.empty());  // (both used to lock each other's jobs: 40P01)
+  CHECK(state_of(s, pa) == "ready");
+  CHECK(state_of(s, pb) == "ready");
+  CHECK(state_of(s, ca) == "dead");     // retried first, while its parent was still dead
+  CHECK(state_of(s, cb) == "waiting");  // retried after its parent: waits for it
 }
 
 TEST_CASE("gc deletes the edges of the jobs it deletes", "[dependencies]") {
