@@ -13,6 +13,7 @@
 
 #include "fault/fault_support.hpp"
 #include "support/database.hpp"
+#include "support/function_calls.hpp"
 #include "support/session.hpp"
 
 namespace fault_limits_test {
@@ -140,29 +141,6 @@ fleet_outcome run_fleet(scratch_database& db, const fleet_setup& setup) {
   return out;
 }
 
-// Counts calls of pgqueue functions by the workers' sessions, which have ended (a backend
-// reports its counters when it exits).
-std::int64_t calls(session& admin, const std::string& function) {
-  REQUIRE(admin.integer("SELECT count(*) FROM pg_stat_activity WHERE application_name = $1",
-                        {app}) == 0);
-  admin.query("SELECT pg_stat_clear_snapshot()");
-  return admin.integer(
-      "SELECT coalesce(sum(calls), 0) FROM pg_stat_user_functions "
-      "WHERE schemaname = 'pgqueue' AND funcname = $1",
-      {function});
-}
-
-// Waits (bounded) until the workers' backends have exited.
-void wait_for_exits(session& admin) {
-  for (int i = 0; i < 500; ++i) {
-    if (admin.integer("SELECT count(*) FROM pg_stat_activity WHERE application_name = $1", {app}) ==
-        0) {
-      return;
-    }
-    std::this_thread::sleep_for(10ms);
-  }
-}
-
 void concurrency_limit_case(bool terminate) {
   scratch_database db;
   session admin(db.dsn());
@@ -213,9 +191,9 @@ void rate_limit_case(bool terminate, std::chrono::seconds length) {
                                   .work = 1ms,
                                   .run_for = length,
                                   .terminate = terminate});
-  wait_for_exits(admin);
-  const auto claims = calls(admin, "claim_batch");
-  const auto hints = calls(admin, "wait_hint");
+  REQUIRE(wait_for_sessions_gone(admin, app));
+  const auto claims = function_calls(admin, "claim_batch");
+  const auto hints = function_calls(admin, "wait_hint");
   // Jobs started in each whole second of the run, and in every one-second window (sliding).
   const double seconds = static_cast<double>(length.count());
   std::vector<int> per_second(static_cast<std::size_t>(length.count()) + 1, 0);

@@ -5,6 +5,7 @@
 #include <pgqueue/pgqueue.hpp>
 
 #include "support/async.hpp"
+#include "support/function_calls.hpp"
 #include "support/idle.hpp"
 #include "support/queue_fixture.hpp"
 #include "support/session.hpp"
@@ -20,14 +21,7 @@ namespace {
 struct counted_fixture : queue_fixture {
   session admin{db.dsn()};
   counted_fixture() { admin.query("ALTER DATABASE " + db.name() + " SET track_functions = 'all'"); }
-  // Calls of pgqueue.`function` by every session that has ended or flushed its counters.
-  std::int64_t calls(const std::string& function) {
-    admin.query("SELECT pg_stat_clear_snapshot()");
-    return admin.integer(
-        "SELECT coalesce(sum(calls), 0) FROM pg_stat_user_functions "
-        "WHERE schemaname = 'pgqueue' AND funcname = $1",
-        {function});
-  }
+  std::int64_t calls(const std::string& function) { return function_calls(admin, function); }
 };
 
 // Runs q.claim() for `window` on a connection of its own and closes it, so its backend exits
@@ -60,10 +54,7 @@ void lock_row(session& s, std::int64_t id) {
 
 // Whether claim_for's session has ended (its backend has then reported its counters).
 bool counted_session_gone(counted_fixture& f) {
-  return f.admin.integer(
-             "SELECT count(*) FROM pg_stat_activity WHERE datname = $1 AND "
-             "application_name = 'counted'",
-             {f.db.name()}) == 0;
+  return sessions_gone(f.admin, "counted");
 }
 
 }  // namespace

@@ -527,14 +527,12 @@ TEST_CASE("two retries of dead jobs that wait for each other's queues take turns
   kill(s, "xb", pb);
   REQUIRE(state_of(s, ca) == "dead");
   REQUIRE(state_of(s, cb) == "dead");
+  session watcher(db.dsn());
   s.query("BEGIN");
   CHECK(s.integer("SELECT pgqueue.retry_dead('xa')") == 2);
-  std::string failure = "not run";
-  std::thread second([&] { failure = other.error_of("SELECT pgqueue.retry_dead('xb')"); });
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // it waits for its turn
-  s.query("COMMIT");
-  second.join();
-  CHECK(failure.empty());  // (both used to lock each other's jobs: 40P01)
+  // The second waits for its turn (it used to lock the first's jobs as the first locked its
+  // own: 40P01, which would throw here), and runs once the first commits.
+  blocked_then(other, "SELECT pgqueue.retry_dead('xb')", {}, watcher, [&] { s.query("COMMIT"); });
   CHECK(state_of(s, pa) == "ready");
   CHECK(state_of(s, pb) == "ready");
   CHECK(state_of(s, ca) == "dead");     // retried first, while its parent was still dead
