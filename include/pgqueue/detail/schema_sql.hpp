@@ -1298,6 +1298,8 @@ DECLARE
   v_limits pgqueue.queue_limits;
   v_limited boolean;
   v_paused boolean;
+  v_older_snapshot boolean;
+  v_checked boolean := false;
   v_limit int := p_limit;
   v_now timestamptz;
   v_tokens float8;
@@ -1320,46 +1322,6 @@ BEGIN
   IF extract(epoch FROM now()) >= coalesce(nullif(current_setting(
        'pgqueue.maintenance_checked_at', true), ''), '0')::float8 + 1 THEN
     PERFORM pgqueue.maintain_if_due();
-  END IF;
-  -- A paused queue hands nothing out (the maintenance above still runs); a limited queue
-  -- (47_limits.sql) hands out no more than its limits leave. One statement looks for both: on
-  -- the hot path each statement of its own cost a claim about 2%.
-  SELECT EXISTS (SELECT FROM pgqueue.paused_queues pq WHERE pq.queue = p_queue),
-         EXISTS (SELECT FROM pgqueue.queue_limits l WHERE l.queue = p_queue)
-    INTO v_paused, v_limited;
-  IF v_paused THEN
-    RETURN;
-  END IF;
-  -- An older snapshot than this statement's (REPEATABLE READ, SERIALIZABLE) may not see limits
-  -- set since: locking the row set_queue_limits writes makes such a claim fail (40001) instead.
-  IF current_setting('transaction_isolation') <> 'read committed' THEN
-    PERFORM FROM pgqueue.queue_limits_changed FOR SHARE;
-    v_limited := v_limited OR EXISTS (SELECT FROM pgqueue.queue_limits l WHERE l.queue = p_queue);
-  END IF;
-  IF v_limited THEN
-    -- Claims of the queue take turns on its row, so the count below sees every claim
-    -- committed before this one.
-    SELECT l.* INTO v_limits FROM pgqueue.queue_limits l WHERE l.queue = p_queue FOR UPDATE;
-    v_limited := FOUND;  -- (removed meanwhile: no limit)
-  END IF;
-  IF v_limited THEN
-    -- The lease counts from now, not from the transaction's start: this claim may have waited
-    -- for the row lock (behind another claim's commit, or a transaction that holds it).
-    v_now := clock_timestamp();
-    v_claimed_at := v_now;
-    IF v_limits.max_claimed IS NOT NULL THEN
-      v_limit := least(v_limit, v_limits.max_claimed - (
-        SELECT count(*) FROM (SELECT FROM pgqueue.jobs j
-                               WHERE j.queue = p_queue AND j.state = 'claimed'
-                               LIMIT v_limits.max_claimed) c)::int);
-    END IF;
-    IF v_limits.rate IS NOT NULL THEN
-      v_tokens := pgqueue.tokens_at(v_limits, v_now);
-      v_limit := least(v_limit, floor(v_tokens)::int);
-    END IF;
-    IF v_limit < 1 THEN
-      RETURN;
-    END IF;
   END IF;
   -- Whether the queue's floors are due to move: looked at only once the time this session
   -- noted for it has come (a session setting, as maintenance), since the look read two tables
@@ -1396,49 +1358,104 @@ BEGIN
   -- them), and starts past the dead entries below the floor. The nested loop yields a
   -- priority's jobs in the index's order and reaches the next priority only while the limit is
   -- not met, so no row is locked that is not claimed (but those another claimer holds: SKIP
-  -- LOCKED passes them).
-  RETURN QUERY
-  WITH next_jobs AS (
-    SELECT n.id
-      FROM pgqueue.floor_starts(p_queue) f
-     CROSS JOIN LATERAL (
-       SELECT j.id
-         FROM pgqueue.jobs j
-        WHERE j.queue = p_queue
-          AND j.state = 'ready'
-          AND j.priority = f.priority
-          AND (j.run_after, j.id) >= (f.run_after, f.id)
-          AND j.run_after <= now()
-          AND j.attempts < j.max_attempts
-        ORDER BY j.run_after, j.id
-        LIMIT v_limit
-          FOR UPDATE SKIP LOCKED) n
-     WHERE f.run_after <= now()
-     ORDER BY f.priority DESC
-     LIMIT v_limit
-  ), claimed AS (
-    UPDATE pgqueue.jobs j
-       SET state = 'claimed',
-           claimed_by = p_worker_id,
-           claimed_at = v_claimed_at,
-           lease_until = v_claimed_at + p_lease_for,
-           attempts = j.attempts + 1,
-           lease_token = CASE WHEN j.lease_token < 0 THEN greatest(j.attempts, j.max_attempts)
-                              ELSE greatest(j.lease_token, j.attempts) END + 1,
-           updated_at = now()
-     WHERE j.id = ANY (ARRAY(SELECT n.id FROM next_jobs n))
-    RETURNING j.id, j.queue, j.payload, j.priority, j.attempts, j.max_attempts, j.claimed_at,
-              j.lease_until, j.lease_token, j.run_after
-  )
-  SELECT c.id, c.queue, c.payload, c.priority, c.attempts, c.max_attempts, c.claimed_at,
-         c.lease_until, c.lease_token, c.run_after
-    FROM claimed c
-   ORDER BY c.priority DESC, c.run_after, c.id;  -- claim order
+  -- LOCKED passes them). The first pass is the whole claim of a queue without pause or limits
+  -- (the hot path); a second pass claims under the limits.
+  LOOP
+    RETURN QUERY
+    WITH next_jobs AS (
+      SELECT n.id
+        FROM pgqueue.floor_starts(p_queue) f
+       CROSS JOIN LATERAL (
+         SELECT j.id
+           FROM pgqueue.jobs j
+          WHERE j.queue = p_queue
+            AND j.state = 'ready'
+            AND j.priority = f.priority
+            AND (j.run_after, j.id) >= (f.run_after, f.id)
+            AND j.run_after <= now()
+            AND j.attempts < j.max_attempts
+          ORDER BY j.run_after, j.id
+          LIMIT v_limit
+            FOR UPDATE SKIP LOCKED) n
+       WHERE f.run_after <= now()
+         -- The first pass claims only when the queue is neither paused nor limited and the
+         -- snapshot is this statement's: a one-time filter (the looks run once, before any row).
+         AND (v_checked
+              OR (NOT EXISTS (SELECT FROM pgqueue.paused_queues pq WHERE pq.queue = p_queue)
+                  AND NOT EXISTS (SELECT FROM pgqueue.queue_limits l WHERE l.queue = p_queue)
+                  AND current_setting('transaction_isolation') = 'read committed'))
+       ORDER BY f.priority DESC
+       LIMIT v_limit
+    ), claimed AS (
+      UPDATE pgqueue.jobs j
+         SET state = 'claimed',
+             claimed_by = p_worker_id,
+             claimed_at = v_claimed_at,
+             lease_until = v_claimed_at + p_lease_for,
+             attempts = j.attempts + 1,
+             lease_token = CASE WHEN j.lease_token < 0 THEN greatest(j.attempts, j.max_attempts)
+                                ELSE greatest(j.lease_token, j.attempts) END + 1,
+             updated_at = now()
+       WHERE j.id = ANY (ARRAY(SELECT n.id FROM next_jobs n))
+      RETURNING j.id, j.queue, j.payload, j.priority, j.attempts, j.max_attempts, j.claimed_at,
+                j.lease_until, j.lease_token, j.run_after
+    )
+    SELECT c.id, c.queue, c.payload, c.priority, c.attempts, c.max_attempts, c.claimed_at,
+           c.lease_until, c.lease_token, c.run_after
+      FROM claimed c
+     ORDER BY c.priority DESC, c.run_after, c.id;  -- claim order
+    GET DIAGNOSTICS v_got = ROW_COUNT;
+    EXIT WHEN v_got > 0 OR v_checked;
+    -- Nothing claimed: no job was due, or the queue is paused or limited, or the snapshot is
+    -- older than this statement. Only now a statement of its own looks which (a paused queue
+    -- hands nothing out; a limited one (47_limits.sql) no more than its limits leave): as a
+    -- statement before every claim it cost busy claims 10%.
+    v_checked := true;
+    SELECT EXISTS (SELECT FROM pgqueue.paused_queues pq WHERE pq.queue = p_queue),
+           EXISTS (SELECT FROM pgqueue.queue_limits l WHERE l.queue = p_queue),
+           current_setting('transaction_isolation') <> 'read committed'
+      INTO v_paused, v_limited, v_older_snapshot;
+    -- Neither limited nor an older snapshot: the first pass found no job due. (A pause or a
+    -- limit lifted between the two statements gives one empty answer, as racing it would.)
+    IF v_paused OR NOT (v_limited OR v_older_snapshot) THEN
+      RETURN;
+    END IF;
+    -- An older snapshot than this statement's (REPEATABLE READ, SERIALIZABLE) may not see limits
+    -- set since: locking the row set_queue_limits writes makes such a claim fail (40001) instead.
+    IF v_older_snapshot THEN
+      PERFORM FROM pgqueue.queue_limits_changed FOR SHARE;
+      v_limited := v_limited OR EXISTS (SELECT FROM pgqueue.queue_limits l WHERE l.queue = p_queue);
+    END IF;
+    IF v_limited THEN
+      -- Claims of the queue take turns on its row, so the count below sees every claim
+      -- committed before this one.
+      SELECT l.* INTO v_limits FROM pgqueue.queue_limits l WHERE l.queue = p_queue FOR UPDATE;
+      v_limited := FOUND;  -- (removed meanwhile: no limit)
+    END IF;
+    IF v_limited THEN
+      -- The lease counts from now, not from the transaction's start: this claim may have waited
+      -- for the row lock (behind another claim's commit, or a transaction that holds it).
+      v_now := clock_timestamp();
+      v_claimed_at := v_now;
+      IF v_limits.max_claimed IS NOT NULL THEN
+        v_limit := least(v_limit, v_limits.max_claimed - (
+          SELECT count(*) FROM (SELECT FROM pgqueue.jobs j
+                                 WHERE j.queue = p_queue AND j.state = 'claimed'
+                                 LIMIT v_limits.max_claimed) c)::int);
+      END IF;
+      IF v_limits.rate IS NOT NULL THEN
+        v_tokens := pgqueue.tokens_at(v_limits, v_now);
+        v_limit := least(v_limit, floor(v_tokens)::int);
+      END IF;
+      IF v_limit < 1 THEN
+        RETURN;
+      END IF;
+    END IF;
+  END LOOP;
   IF v_limited THEN
     -- Tokens taken; and a write in every limited claim, so that a claim in REPEATABLE READ
     -- whose snapshot predates this one fails to lock the row (40001) instead of counting
     -- claimed jobs without this one's.
-    GET DIAGNOSTICS v_got = ROW_COUNT;
     UPDATE pgqueue.queue_limits l
        SET tokens = coalesce(v_tokens - v_got, l.tokens), refilled_at = v_now
      WHERE l.queue = p_queue;
@@ -1700,12 +1717,20 @@ BEGIN
   IF v_queue IS NULL THEN
     RETURN false;
   END IF;
-  -- Counted done, and whether jobs wait for it, in one statement (a statement of its own cost
-  -- an ack 2%). After the update: it sees the edges of an enqueue that held the row until it
-  -- committed. One index probe when there are none.
+  -- Counted done (pgqueue.count_done written out: the call cost an ack 15%), and whether jobs
+  -- wait for it, in one statement (a statement of its own cost an ack 2%). After the update:
+  -- it sees the edges of an enqueue that held the row until it committed. One index probe
+  -- when there are none.
+  WITH counted AS (
+    INSERT INTO pgqueue.done_counts AS c (queue, slot, n)
+    VALUES (v_queue,
+            CASE WHEN statement_timestamp() - transaction_timestamp() < interval '5 milliseconds'
+                 THEN pg_backend_pid() % 32 ELSE 32 + pg_backend_pid() END,
+            1)
+    ON CONFLICT (queue, slot) DO UPDATE SET n = c.n + EXCLUDED.n
+  )
   SELECT EXISTS (SELECT FROM pgqueue.job_dependencies d WHERE d.depends_on = p_job_id)
-    INTO v_waited_on
-    FROM pgqueue.count_done(ARRAY[v_queue]);
+    INTO v_waited_on;
   IF v_limited THEN
     -- A place freed: wake the queue's claimers (as pgqueue.slots_freed).
     PERFORM pg_notify(pgqueue.channel(v_queue), v_queue || E'\nfreed');
@@ -1765,14 +1790,26 @@ BEGIN
     RETURNING j.id, j.queue
   )
   SELECT coalesce(array_agg(a.id ORDER BY a.id), '{}'), array_agg(a.queue),
-         -- any concurrency-limited queue at all? (asked here, not in a statement of its own)
-         EXISTS (SELECT FROM pgqueue.queue_limits l WHERE l.max_claimed IS NOT NULL)
+         -- Any concurrency-limited queue at all? Asked here, not in a statement of its own, and
+         -- as the first such queue in key order: an index probe (2 us), where EXISTS scanned
+         -- the table (6 us; no index serves `max_claimed IS NOT NULL`).
+         (SELECT l.queue FROM pgqueue.queue_limits l WHERE l.max_claimed IS NOT NULL
+           ORDER BY l.queue LIMIT 1) IS NOT NULL
     INTO v_ids, v_queues, v_limited
     FROM acked a;
   IF cardinality(v_ids) > 0 THEN
-    -- Counted done, and whether any job waits at all (as in ack: one statement).
-    SELECT EXISTS (SELECT FROM pgqueue.job_dependencies d) INTO v_any_waiting
-      FROM pgqueue.count_done(v_queues);
+    -- Counted done (pgqueue.count_done written out: the call cost a batch of one 7%), and
+    -- whether any job waits at all, in one statement.
+    WITH counted AS (
+      INSERT INTO pgqueue.done_counts AS c (queue, slot, n)
+      SELECT u.q,
+             CASE WHEN statement_timestamp() - transaction_timestamp() < interval '5 milliseconds'
+                  THEN pg_backend_pid() % 32 ELSE 32 + pg_backend_pid() END,
+             count(*)
+        FROM unnest(v_queues) AS u(q) GROUP BY u.q
+      ON CONFLICT (queue, slot) DO UPDATE SET n = c.n + EXCLUDED.n
+    )
+    SELECT EXISTS (SELECT FROM pgqueue.job_dependencies d) INTO v_any_waiting;
     IF v_limited THEN
       -- pgqueue.slots_freed, written out as in ack.
       PERFORM pg_notify(pgqueue.channel(l.queue), l.queue || E'\nfreed')
@@ -1780,9 +1817,12 @@ BEGIN
     END IF;
     -- Jobs waiting for them (as in ack). The probe of every id costs 36 us for 100 ids; when no
     -- job waits at all, the first test (4 us) spares it.
-    IF v_any_waiting
-       AND EXISTS (SELECT FROM pgqueue.job_dependencies d WHERE d.depends_on = ANY (v_ids)) THEN
-      PERFORM pgqueue.dependencies_done(v_ids);
+    -- Nested, not `v_any_waiting AND EXISTS (...)`: that is a query PL/pgSQL runs through the
+    -- executor on every call even when the first operand is false.
+    IF v_any_waiting THEN
+      IF EXISTS (SELECT FROM pgqueue.job_dependencies d WHERE d.depends_on = ANY (v_ids)) THEN
+        PERFORM pgqueue.dependencies_done(v_ids);
+      END IF;
     END IF;
   END IF;
   RETURN v_ids;
