@@ -16,8 +16,9 @@
 -- job keeps its last 10 failures (pgqueue.jobs.errors), 6 = queues can be paused and resumed,
 -- 7 = per-queue totals for rates (pgqueue.queue_summary), claims return when a job was due,
 -- 8 = periodic jobs (pgqueue.schedules), 9 = per-queue concurrency and rate limits, jobs that
--- wait for other jobs (pgqueue.queue_limits, pgqueue.job_dependencies).
--- This file is version 9.
+-- wait for other jobs (pgqueue.queue_limits, pgqueue.job_dependencies), 10 = acks count done
+-- jobs in their own statement (pgqueue.count_done dropped).
+-- This file is version 10.
 
 -- READ COMMITTED whatever the session's default: each statement below must see what the
 -- statements before it (and installs before it, once the lock is held) committed; with an older
@@ -58,13 +59,13 @@ BEGIN
       USING ERRCODE = 'insufficient_privilege',
             HINT = 'SET ROLE to the owner first (a superuser may), or connect as the owner.';
   END IF;
-  IF v_from > 9 THEN
-    RAISE EXCEPTION 'pgqueue: the installed schema is version %, newer than this file (version 9)', v_from
+  IF v_from > 10 THEN
+    RAISE EXCEPTION 'pgqueue: the installed schema is version %, newer than this file (version 10)', v_from
       USING ERRCODE = 'object_not_in_prerequisite_state',
             HINT = 'Use the sql/pgqueue.sql shipped with the newer pgqueue; downgrades are refused.';
   END IF;
   PERFORM set_config('pgqueue.migrating_from', v_from::text, true);
-  PERFORM set_config('pgqueue.upgrading', (v_from < 9)::text, true);
+  PERFORM set_config('pgqueue.upgrading', (v_from < 10)::text, true);
 END
 $$;
 
@@ -493,6 +494,21 @@ DROP FUNCTION IF EXISTS pgqueue.queue_summary();
 
 -- wait_hint says whether a limit holds the queue (a third column): its result type changed.
 DROP FUNCTION IF EXISTS pgqueue.wait_hint(text);
+END
+$migration$;
+
+-- ── migration 0010_count_inline.sql: runs once, in databases below version 10
+DO $migration$
+BEGIN
+IF current_setting('pgqueue.migrating_from')::int >= 10 THEN
+  RETURN;
+END IF;
+INSERT INTO pgqueue.schema_version (singleton, version) VALUES (true, 10)
+ON CONFLICT (singleton) DO UPDATE SET version = EXCLUDED.version, installed_at = now();
+
+-- ack and ack_batch count done jobs in their own statements now (pgqueue.counter_slot picks the
+-- slot); nothing calls count_done any more.
+DROP FUNCTION IF EXISTS pgqueue.count_done(text[]);
 END
 $migration$;
 
@@ -1633,25 +1649,21 @@ BEGIN
 END
 $$;
 
--- Adds acknowledged jobs to the per-queue done counters (one row per queue and slot). A
--- transaction that acks as a statement of its own shares one of 32 slots with other sessions;
--- one that runs longer (an ack inside the application's transaction, more than 5 ms after it
--- began) counts in a slot of its own session (32 + its pid), since it holds the slot's row
--- until it ends and would hold up every other acker of that slot meanwhile. gc folds those.
-CREATE OR REPLACE FUNCTION pgqueue.count_done(p_queues text[])
-RETURNS void
-LANGUAGE plpgsql
-SET search_path = pg_catalog, pg_temp
+-- The counter slot this statement adds to (done_counts, queue_totals). A transaction that
+-- counts as a statement of its own shares one of 32 slots with other sessions; one that runs
+-- longer (an ack inside the application's transaction, more than 5 ms after it began) counts
+-- in a slot of its own session (32 + its pid), since it holds the slot's row until it ends and
+-- would hold up every other counter of that slot meanwhile. gc folds those. Plain SQL without
+-- SET clauses, every name qualified: the planner inlines it into the caller's statement.
+CREATE OR REPLACE FUNCTION pgqueue.counter_slot()
+RETURNS int
+LANGUAGE sql STABLE
 AS $$
-BEGIN
-  INSERT INTO pgqueue.done_counts AS c (queue, slot, n)
-  SELECT u.q,
-         CASE WHEN statement_timestamp() - transaction_timestamp() < interval '5 milliseconds'
-              THEN pg_backend_pid() % 32 ELSE 32 + pg_backend_pid() END,
-         count(*)
-    FROM unnest(p_queues) AS u(q) GROUP BY u.q
-  ON CONFLICT (queue, slot) DO UPDATE SET n = c.n + EXCLUDED.n;
-END
+  SELECT CASE WHEN (pg_catalog.statement_timestamp() OPERATOR(pg_catalog.-)
+                    pg_catalog.transaction_timestamp())
+                   OPERATOR(pg_catalog.<) interval '5 milliseconds'
+              THEN pg_catalog.pg_backend_pid() OPERATOR(pg_catalog.%) 32
+              ELSE 32 OPERATOR(pg_catalog.+) pg_catalog.pg_backend_pid() END
 $$;
 
 -- Adds failed attempts (nacks, expired leases) to the per-queue totals, in slots as count_done.
@@ -1663,8 +1675,7 @@ AS $$
 BEGIN
   INSERT INTO pgqueue.queue_totals AS t (queue, slot, failed)
   SELECT u.q,
-         CASE WHEN statement_timestamp() - transaction_timestamp() < interval '5 milliseconds'
-              THEN pg_backend_pid() % 32 ELSE 32 + pg_backend_pid() END,
+         pgqueue.counter_slot(),
          count(*)
     FROM unnest(p_queues) AS u(q) GROUP BY u.q
   ON CONFLICT (queue, slot) DO UPDATE SET failed = t.failed + EXCLUDED.failed;
@@ -1713,8 +1724,7 @@ BEGIN
   WITH counted AS (
     INSERT INTO pgqueue.done_counts AS c (queue, slot, n)
     VALUES (v_queue,
-            CASE WHEN statement_timestamp() - transaction_timestamp() < interval '5 milliseconds'
-                 THEN pg_backend_pid() % 32 ELSE 32 + pg_backend_pid() END,
+            pgqueue.counter_slot(),
             1)
     ON CONFLICT (queue, slot) DO UPDATE SET n = c.n + EXCLUDED.n
   )
@@ -1792,8 +1802,7 @@ BEGIN
     WITH counted AS (
       INSERT INTO pgqueue.done_counts AS c (queue, slot, n)
       SELECT u.q,
-             CASE WHEN statement_timestamp() - transaction_timestamp() < interval '5 milliseconds'
-                  THEN pg_backend_pid() % 32 ELSE 32 + pg_backend_pid() END,
+             pgqueue.counter_slot(),
              count(*)
         FROM unnest(v_queues) AS u(q) GROUP BY u.q
       ON CONFLICT (queue, slot) DO UPDATE SET n = c.n + EXCLUDED.n
@@ -3425,7 +3434,7 @@ BEGIN
        AND p.proname NOT IN ('grant_functions', 'grant_producer', 'grant_worker',
                               'revoke_access',
                               -- inlined into their callers (see there)
-                              'floor_starts', 'channel', 'tokens_at')
+                              'floor_starts', 'channel', 'tokens_at', 'counter_slot')
   LOOP
     EXECUTE pg_catalog.format('ALTER FUNCTION %s SECURITY DEFINER', v_fn);
   END LOOP;

@@ -54,25 +54,21 @@ BEGIN
 END
 $$;
 
--- Adds acknowledged jobs to the per-queue done counters (one row per queue and slot). A
--- transaction that acks as a statement of its own shares one of 32 slots with other sessions;
--- one that runs longer (an ack inside the application's transaction, more than 5 ms after it
--- began) counts in a slot of its own session (32 + its pid), since it holds the slot's row
--- until it ends and would hold up every other acker of that slot meanwhile. gc folds those.
-CREATE OR REPLACE FUNCTION pgqueue.count_done(p_queues text[])
-RETURNS void
-LANGUAGE plpgsql
-SET search_path = pg_catalog, pg_temp
+-- The counter slot this statement adds to (done_counts, queue_totals). A transaction that
+-- counts as a statement of its own shares one of 32 slots with other sessions; one that runs
+-- longer (an ack inside the application's transaction, more than 5 ms after it began) counts
+-- in a slot of its own session (32 + its pid), since it holds the slot's row until it ends and
+-- would hold up every other counter of that slot meanwhile. gc folds those. Plain SQL without
+-- SET clauses, every name qualified: the planner inlines it into the caller's statement.
+CREATE OR REPLACE FUNCTION pgqueue.counter_slot()
+RETURNS int
+LANGUAGE sql STABLE
 AS $$
-BEGIN
-  INSERT INTO pgqueue.done_counts AS c (queue, slot, n)
-  SELECT u.q,
-         CASE WHEN statement_timestamp() - transaction_timestamp() < interval '5 milliseconds'
-              THEN pg_backend_pid() % 32 ELSE 32 + pg_backend_pid() END,
-         count(*)
-    FROM unnest(p_queues) AS u(q) GROUP BY u.q
-  ON CONFLICT (queue, slot) DO UPDATE SET n = c.n + EXCLUDED.n;
-END
+  SELECT CASE WHEN (pg_catalog.statement_timestamp() OPERATOR(pg_catalog.-)
+                    pg_catalog.transaction_timestamp())
+                   OPERATOR(pg_catalog.<) interval '5 milliseconds'
+              THEN pg_catalog.pg_backend_pid() OPERATOR(pg_catalog.%) 32
+              ELSE 32 OPERATOR(pg_catalog.+) pg_catalog.pg_backend_pid() END
 $$;
 
 -- Adds failed attempts (nacks, expired leases) to the per-queue totals, in slots as count_done.
@@ -84,8 +80,7 @@ AS $$
 BEGIN
   INSERT INTO pgqueue.queue_totals AS t (queue, slot, failed)
   SELECT u.q,
-         CASE WHEN statement_timestamp() - transaction_timestamp() < interval '5 milliseconds'
-              THEN pg_backend_pid() % 32 ELSE 32 + pg_backend_pid() END,
+         pgqueue.counter_slot(),
          count(*)
     FROM unnest(p_queues) AS u(q) GROUP BY u.q
   ON CONFLICT (queue, slot) DO UPDATE SET failed = t.failed + EXCLUDED.failed;
@@ -134,8 +129,7 @@ BEGIN
   WITH counted AS (
     INSERT INTO pgqueue.done_counts AS c (queue, slot, n)
     VALUES (v_queue,
-            CASE WHEN statement_timestamp() - transaction_timestamp() < interval '5 milliseconds'
-                 THEN pg_backend_pid() % 32 ELSE 32 + pg_backend_pid() END,
+            pgqueue.counter_slot(),
             1)
     ON CONFLICT (queue, slot) DO UPDATE SET n = c.n + EXCLUDED.n
   )
@@ -213,8 +207,7 @@ BEGIN
     WITH counted AS (
       INSERT INTO pgqueue.done_counts AS c (queue, slot, n)
       SELECT u.q,
-             CASE WHEN statement_timestamp() - transaction_timestamp() < interval '5 milliseconds'
-                  THEN pg_backend_pid() % 32 ELSE 32 + pg_backend_pid() END,
+             pgqueue.counter_slot(),
              count(*)
         FROM unnest(v_queues) AS u(q) GROUP BY u.q
       ON CONFLICT (queue, slot) DO UPDATE SET n = c.n + EXCLUDED.n

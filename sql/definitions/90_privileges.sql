@@ -86,7 +86,7 @@ BEGIN
        AND p.proname NOT IN ('grant_functions', 'grant_producer', 'grant_worker',
                               'revoke_access',
                               -- inlined into their callers (see there)
-                              'floor_starts', 'channel', 'tokens_at')
+                              'floor_starts', 'channel', 'tokens_at', 'counter_slot')
   LOOP
     EXECUTE pg_catalog.format('ALTER FUNCTION %s SECURITY DEFINER', v_fn);
   END LOOP;

@@ -55,7 +55,7 @@ TEST_CASE("a fresh database gets schema version 6", "[install]") {
   scratch_database db(false);
   session s(db.dsn());
   s.script(read_file(schema_file()));
-  CHECK(s.integer("SELECT version FROM pgqueue.schema_version") == 9);
+  CHECK(s.integer("SELECT version FROM pgqueue.schema_version") == 10);
   CHECK(s.integer("SELECT count(*) FROM pgqueue.jobs") == 0);
 }
 
@@ -104,7 +104,7 @@ TEST_CASE("two installs at once both succeed whatever the sessions' default isol
   CHECK(install_twice_at_once(db, "SET default_transaction_isolation = 'serializable'") ==
         std::vector<std::string>{"", ""});
   session s(db.dsn());
-  CHECK(s.integer("SELECT version FROM pgqueue.schema_version") == 9);
+  CHECK(s.integer("SELECT version FROM pgqueue.schema_version") == 10);
 }
 
 TEST_CASE("a role other than the schema's owner may not run the file, a superuser included",
@@ -162,9 +162,11 @@ TEST_CASE("every function pins its search_path", "[install][security]") {
   session s(db.dsn());
   // gc_all is a procedure that commits, which a pinned search_path would forbid; floor_starts
   // is inlined into the pgqueue functions that call it (no one else may) and takes theirs;
-  // channel and tokens_at are inlined too and qualify every name (the test below shadows md5).
+  // channel, tokens_at and counter_slot are inlined too and qualify every name (the test below
+  // shadows md5).
   CHECK(s.integer("SELECT count(*) FROM pg_proc WHERE pronamespace = 'pgqueue'::regnamespace "
-                  "AND proname NOT IN ('gc_all', 'floor_starts', 'channel', 'tokens_at') AND NOT "
+                  "AND proname NOT IN ('gc_all', 'floor_starts', 'channel', 'tokens_at', "
+                  "'counter_slot') AND NOT "
                   "coalesce(proconfig::text LIKE '%search_path=pg_catalog, pg_temp%', false)") ==
         0);
   // A caller's schema that shadows a built-in the functions use changes nothing.

@@ -49,7 +49,7 @@ TEST_CASE("gc folding the done counters never drops an ack committed meanwhile",
   auto id = enqueue(acker, "q");
   auto c = claim(acker, "q", "w");
   REQUIRE(c.size() == 1);
-  // An ack in flight: its count_done holds the acker's shard row, uncommitted.
+  // An ack in flight: its count holds the acker's shard row, uncommitted.
   acker.query("BEGIN");
   acker.query("SELECT pgqueue.ack($1, 'w', $2)",
               {std::to_string(id), std::to_string(c[0].lease_token)});

@@ -34,7 +34,7 @@ void check_cannot_escalate(session& s, const std::string& self) {
       "SELECT pgqueue.retry_dead('q')",
       "SELECT * FROM pgqueue.gc()",
       "SELECT pgqueue.set_retry_backoff('q', '1 s', '1 min')",
-      "SELECT pgqueue.count_done(ARRAY['q'])",
+      "SELECT pgqueue.count_failed(ARRAY['q'])",
       "SELECT pgqueue.notify_queue('q')",
       "SELECT pgqueue.grant_worker('" + self + "')",
       "SELECT pgqueue.revoke_access('" + self + "')",
@@ -84,11 +84,12 @@ TEST_CASE("no pgqueue function is executable without a grant", "[privileges]") {
   CHECK(admin.scalar("SELECT has_schema_privilege($1, 'pgqueue', 'USAGE')", {nobody.name()}) ==
         "f");
   // Every function runs as its owner except the grant helpers, which must run as their caller,
-  // and floor_starts, channel and tokens_at, which are inlined into pgqueue's own functions.
+  // and floor_starts, channel, tokens_at and counter_slot, which are inlined into pgqueue's own
+  // functions.
   CHECK(admin.integer("SELECT count(*) FROM pg_proc WHERE pronamespace = 'pgqueue'::regnamespace "
                       "AND prokind = 'f' AND prosecdef = (proname LIKE 'grant%' OR "
-                      "proname IN ('revoke_access', 'floor_starts', 'channel', 'tokens_at'))") ==
-        0);
+                      "proname IN ('revoke_access', 'floor_starts', 'channel', 'tokens_at', "
+                      "'counter_slot'))") == 0);
   session s(nobody.dsn());
   CHECK(s.error_of("SELECT pgqueue.enqueue('q', '{}')") == denied);
 }

@@ -1,7 +1,7 @@
 // Upgrading in place a database that runs the seed schema (tests/fixtures/seed_schema.sql), the
 // first release, version 2 (tests/fixtures/pgqueue_v2.sql), version 3
 // (tests/fixtures/pgqueue_v3.sql), version 4 (tests/fixtures/pgqueue_v4.sql), version 6
-// (tests/fixtures/pgqueue_v6.sql) or version 8 (tests/fixtures/pgqueue_v8.sql).
+// (tests/fixtures/pgqueue_v6.sql), version 8 or version 9 (tests/fixtures/pgqueue_v8.sql, _v9.sql).
 #include <initializer_list>
 
 #include <catch2/catch.hpp>
@@ -35,6 +35,9 @@ std::string v6_file() {
 }
 std::string v8_file() {
   return PGQUEUE_SOURCE_ROOT "/tests/fixtures/pgqueue_v8.sql";
+}
+std::string v9_file() {
+  return PGQUEUE_SOURCE_ROOT "/tests/fixtures/pgqueue_v9.sql";
 }
 
 // Runs the statements one at a time, in order.
@@ -83,7 +86,7 @@ TEST_CASE("the seed upgrades in place keeping every job", "[upgrade]") {
   s.script(read_file(schema_file()));
 
   CHECK(*s.scalar(row_text) == before);
-  CHECK(s.integer("SELECT version FROM pgqueue.schema_version") == 9);
+  CHECK(s.integer("SELECT version FROM pgqueue.schema_version") == 10);
   // The done job is counted by the new depth view.
   CHECK(s.integer("SELECT count FROM pgqueue.depth WHERE queue = 'mail' AND state = 'done'") == 1);
   CHECK(s.integer("SELECT count FROM pgqueue.depth WHERE queue = 'mail' AND state = 'claimed'") ==
@@ -191,7 +194,7 @@ TEST_CASE("version 2 upgrades in place keeping every job, its holders and its gr
   s.script(read_file(schema_file()));
 
   CHECK(*s.scalar(row_text) == before);
-  CHECK(s.integer("SELECT version FROM pgqueue.schema_version") == 9);
+  CHECK(s.integer("SELECT version FROM pgqueue.schema_version") == 10);
   CHECK(s.integer("SELECT count FROM pgqueue.depth WHERE queue = 'q' AND state = 'done'") == done);
   // The job a version-2 client holds stays its own: its attempt is the token it fences with.
   CHECK(*s.scalar("SELECT pgqueue.heartbeat(3, 'w', '1 minute', 1)") == "t");
@@ -250,7 +253,7 @@ TEST_CASE("version 3 upgrades in place: every job kept, claims start at floors b
   s.script(read_file(schema_file()));
 
   CHECK(*s.scalar(row_text) == before);
-  CHECK(s.integer("SELECT version FROM pgqueue.schema_version") == 9);
+  CHECK(s.integer("SELECT version FROM pgqueue.schema_version") == 10);
   // One floor per queue and priority with jobs ready, held or dead, at the bottom for a
   // minute: version 3's code, still running in its sessions, does not note the jobs it makes
   // ready below a floor.
@@ -301,7 +304,7 @@ TEST_CASE("version 4 upgrades in place: every job kept, failures from then on ke
   s.script(read_file(schema_file()));
 
   CHECK(*s.scalar(row_text) == before);
-  CHECK(s.integer("SELECT version FROM pgqueue.schema_version") == 9);
+  CHECK(s.integer("SELECT version FROM pgqueue.schema_version") == 10);
   CHECK(s.integer("SELECT count(*) FROM pgqueue.jobs WHERE errors IS NOT NULL") == 0);
   // The held job's holder fails it, and the retried one fails again: both recorded from now.
   CHECK(*s.scalar("SELECT pgqueue.nack(2, 'w', 'second', '0 seconds', 1)") == "requeued");
@@ -343,7 +346,7 @@ TEST_CASE(
   s.script(read_file(schema_file()));
 
   CHECK(*s.scalar(row_text) == before);
-  CHECK(s.integer("SELECT version FROM pgqueue.schema_version") == 9);
+  CHECK(s.integer("SELECT version FROM pgqueue.schema_version") == 10);
   session w(worker.dsn());
   CHECK(*w.scalar("SELECT concat_ws(' ', ready, scheduled, claimed, dead, done, enqueued_total, "
                   "done_total, failed_total) FROM pgqueue.queue_summary() WHERE queue = 'q'") ==
@@ -371,7 +374,8 @@ TEST_CASE("every upgrade path ends in the schema a fresh install makes", "[upgra
                                              "interval) definer"));
   const std::vector<std::pair<std::string, std::string>> starts = {
       {"the seed", seed_file()}, {"version 2", v2_file()}, {"version 3", v3_file()},
-      {"version 4", v4_file()},  {"version 6", v6_file()}, {"version 8", v8_file()}};
+      {"version 4", v4_file()},  {"version 6", v6_file()}, {"version 8", v8_file()},
+      {"version 9", v9_file()}};
   for (const auto& [from, file] : starts) {
     INFO("upgraded from " << from);
     scratch_database db(false);
