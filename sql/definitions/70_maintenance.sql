@@ -267,7 +267,7 @@ BEGIN
         collected_other = t.collected_other + EXCLUDED.collected_other;
 
   -- Fold the counter shards of queues with nothing left so the table stays small. The shards
-  -- are locked and summed again first: a count_done committing meanwhile changes a shard, and
+  -- are locked and summed again first: an ack committing meanwhile changes a shard, and
   -- deleting it on the strength of the older sum would drop that count. A shard an acker holds
   -- right now is skipped, not waited for (no deadlock with ack_batch): folding waits for the
   -- next gc.

@@ -1677,7 +1677,7 @@ AS $$
               ELSE 32 OPERATOR(pg_catalog.+) pg_catalog.pg_backend_pid() END
 $$;
 
--- Adds failed attempts (nacks, expired leases) to the per-queue totals, in slots as count_done.
+-- Adds failed attempts (nacks, expired leases) to the per-queue totals (per counter_slot).
 CREATE OR REPLACE FUNCTION pgqueue.count_failed(p_queues text[])
 RETURNS void
 LANGUAGE plpgsql
@@ -1728,15 +1728,13 @@ BEGIN
   IF v_queue IS NULL THEN
     RETURN false;
   END IF;
-  -- Counted done (pgqueue.count_done written out: the call cost an ack 15%), and whether jobs
-  -- wait for it, in one statement (a statement of its own cost an ack 2%). After the update:
-  -- it sees the edges of an enqueue that held the row until it committed. One index probe
-  -- when there are none.
+  -- Counted done (here: calling a function for it cost an ack 15%), and whether jobs wait for
+  -- it, in one statement (a statement of its own cost an ack 2%). After the update: it sees
+  -- the edges of an enqueue that held the row until it committed. One index probe when there
+  -- are none.
   WITH counted AS (
     INSERT INTO pgqueue.done_counts AS c (queue, slot, n)
-    VALUES (v_queue,
-            pgqueue.counter_slot(),
-            1)
+    VALUES (v_queue, pgqueue.counter_slot(), 1)
     ON CONFLICT (queue, slot) DO UPDATE SET n = c.n + EXCLUDED.n
   )
   SELECT EXISTS (SELECT FROM pgqueue.job_dependencies d WHERE d.depends_on = p_job_id)
@@ -1808,13 +1806,11 @@ BEGIN
     INTO v_ids, v_queues, v_limited
     FROM acked a;
   IF cardinality(v_ids) > 0 THEN
-    -- Counted done (pgqueue.count_done written out: the call cost a batch of one 7%), and
+    -- Counted done (here: calling a function for it cost a batch of one 7%), and
     -- whether any job waits at all, in one statement.
     WITH counted AS (
       INSERT INTO pgqueue.done_counts AS c (queue, slot, n)
-      SELECT u.q,
-             pgqueue.counter_slot(),
-             count(*)
+      SELECT u.q, pgqueue.counter_slot(), count(*)
         FROM unnest(v_queues) AS u(q) GROUP BY u.q
       ON CONFLICT (queue, slot) DO UPDATE SET n = c.n + EXCLUDED.n
     )
@@ -2333,7 +2329,7 @@ BEGIN
         collected_other = t.collected_other + EXCLUDED.collected_other;
 
   -- Fold the counter shards of queues with nothing left so the table stays small. The shards
-  -- are locked and summed again first: a count_done committing meanwhile changes a shard, and
+  -- are locked and summed again first: an ack committing meanwhile changes a shard, and
   -- deleting it on the strength of the older sum would drop that count. A shard an acker holds
   -- right now is skipped, not waited for (no deadlock with ack_batch): folding waits for the
   -- next gc.
