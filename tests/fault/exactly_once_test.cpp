@@ -1,5 +1,5 @@
-// Exactly-once effects under faults: pg_terminate_backend every 100-200 ms, and a server
-// restarted twice in immediate mode, while
+// Exactly-once effects under faults: pg_terminate_backend of each backend at 300 ms old,
+// and a server restarted twice in immediate mode, while
 // - 8 producers place orders, each order row and its job in one transaction
 //   (in_transaction + enqueue(tx)), retrying after any failure (an order already there, a
 //   unique violation, means an earlier try whose COMMIT's answer was lost did commit): for
@@ -173,22 +173,6 @@ void check_drain(accounting& a, const drain_outcome& outcome, session& s,
   CHECK(a.done_acks == a.report.done);  // each job acked once
 }
 
-// pg_terminate_backend of the app's backends every `period` until `finished`; returns the count.
-std::int64_t terminate_every(const std::string& dsn, std::chrono::milliseconds period,
-                             const std::atomic<bool>& finished) {
-  session killer(dsn);
-  std::int64_t terminated = 0;
-  while (!finished) {
-    std::this_thread::sleep_for(period);  // the fault's period: here time is the subject
-    if (finished) break;
-    terminated += killer.integer(
-        "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity "
-        "WHERE datname = current_database() AND application_name = $1",
-        {app});
-  }
-  return terminated;
-}
-
 // Restarts `cluster` immediately each time `progress()` reaches a third and two thirds of
 // `total`; returns the restarts done.
 int restart_twice(const throwaway_cluster& cluster, const std::function<std::int64_t()>& progress,
@@ -222,21 +206,19 @@ const std::string many_attempts = "1000";
 
 }  // namespace
 
-TEST_CASE("transactional enqueues under pg_terminate_backend every 100 ms: one job per order",
+TEST_CASE("transactional enqueues while each backend is terminated: one job per order",
           "[fault][exactly_once]") {
   scratch_database db;
   session admin(db.dsn());
   admin.query("CREATE TABLE orders (id bigint PRIMARY KEY)");
   const auto orders = scaled(2000);
   produce_outcome out;
-  std::int64_t terminated = 0;
-  produce_under_fault(with_application_name(db.dsn(), app), orders, out,
-                      [&](const std::atomic<bool>& finished) {
-                        terminated = terminate_every(db.dsn(), 100ms, finished);
-                      });
-  check_orders(admin, orders, out,
-               "pg_terminate_backend every 100 ms (" + std::to_string(terminated) + " backends)");
-  CHECK(terminated >= 3);
+  terminations t;
+  produce_under_fault(
+      with_application_name(db.dsn(), app), orders, out,
+      [&](const std::atomic<bool>& finished) { t = terminate_at_age(db.dsn(), app, finished); });
+  check_orders(admin, orders, out, "pg_terminate_backend (" + t.note() + ")");
+  CHECK(t.terminated >= 3);
 }
 
 TEST_CASE("transactional enqueues across two immediate restarts: one job per order",
@@ -256,7 +238,7 @@ TEST_CASE("transactional enqueues across two immediate restarts: one job per ord
   CHECK(restarts == 2);
 }
 
-TEST_CASE("a transactional-handler drain under pg_terminate_backend every 200 ms: each effect once",
+TEST_CASE("a transactional-handler drain while each backend is terminated: each effect once",
           "[fault][exactly_once]") {
   scratch_database db;
   session admin(db.dsn());
@@ -264,15 +246,13 @@ TEST_CASE("a transactional-handler drain under pg_terminate_backend every 200 ms
   const auto jobs = scaled(3000);
   auto ids = fill(admin, "q", jobs, "jsonb_build_object('i', g)", many_attempts);
   run_counter runs;
-  std::int64_t terminated = 0;
-  auto outcome = drain_under_fault(transactional_drain(db.dsn(), jobs), runs,
-                                   [&](const std::atomic<bool>& finished) {
-                                     terminated = terminate_every(db.dsn(), 200ms, finished);
-                                   });
-  auto a = account(admin, "pg_terminate_backend every 200 ms, transactional handler", "q", ids,
-                   runs.runs());
-  check_drain(a, outcome, admin, std::to_string(terminated) + " backends terminated");
-  CHECK(terminated >= 3);
+  terminations t;
+  auto outcome = drain_under_fault(
+      transactional_drain(db.dsn(), jobs), runs,
+      [&](const std::atomic<bool>& finished) { t = terminate_at_age(db.dsn(), app, finished); });
+  auto a = account(admin, "pg_terminate_backend, transactional handler", "q", ids, runs.runs());
+  check_drain(a, outcome, admin, t.note());
+  CHECK(t.terminated >= 3);
 }
 
 TEST_CASE("a transactional-handler drain across two immediate restarts: each effect once",

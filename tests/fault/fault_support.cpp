@@ -1,5 +1,6 @@
 #include "fault/fault_support.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -27,6 +28,45 @@ std::int64_t scaled(std::int64_t jobs) {
 std::string with_application_name(const std::string& dsn, const std::string& name) {
   if (dsn.find("://") == std::string::npos) return dsn + " application_name=" + name;
   return dsn + (dsn.find('?') == std::string::npos ? "?" : "&") + "application_name=" + name;
+}
+
+std::string terminations::note() const {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f s", seconds);
+  return std::to_string(terminated) + " backends terminated at " +
+         std::to_string(fault.lifetime.count()) + " ms old, in " + std::to_string(rounds) +
+         " rounds over " + buf;
+}
+
+terminations terminate_at_age(const std::string& dsn, const std::string& application_name,
+                              const std::atomic<bool>& finished, termination_fault fault) {
+  session killer(dsn);
+  terminations out{.fault = fault};
+  const auto ms = std::to_string(fault.lifetime.count());
+  const auto start = std::chrono::steady_clock::now();
+  const auto until = start + fault.at_most;
+  while (!finished && std::chrono::steady_clock::now() < until) {
+    // Kills the backends due and says how long until the next one is: one statement.
+    auto r = killer.query(
+        "SELECT count(*) FILTER (WHERE due AND pg_terminate_backend(pid)), "
+        "       ceil(extract(epoch FROM min(backend_start) FILTER (WHERE NOT due) "
+        "                               + $2 * interval '1 ms' - clock_timestamp()) * 1000) "
+        "  FROM (SELECT pid, backend_start, "
+        "               backend_start <= clock_timestamp() - $2 * interval '1 ms' AS due "
+        "          FROM pg_stat_activity "
+        "         WHERE datname = current_database() AND application_name = $1) a",
+        {application_name, ms});
+    const auto killed = std::stoll(*r.at(0)[0]);
+    out.terminated += killed;
+    if (killed > 0) ++out.rounds;
+    auto wait = fault.lifetime;
+    if (r.at(0)[1]) {
+      wait = std::clamp(std::chrono::milliseconds(std::stoll(*r.at(0)[1])), 1ms, fault.lifetime);
+    }
+    std::this_thread::sleep_for(wait);  // the fault's timing: here time is the subject
+  }
+  out.seconds = seconds_since(start);
+  return out;
 }
 
 std::vector<std::int64_t> fill(session& s, const std::string& queue, std::int64_t n,

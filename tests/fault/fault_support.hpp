@@ -28,6 +28,35 @@ std::int64_t scaled(std::int64_t jobs);
 // worker's backends in pg_stat_activity; a reconnect with the same conninfo keeps the name.
 std::string with_application_name(const std::string& dsn, const std::string& name);
 
+// The terminating fault: pg_terminate_backend of every backend of `application_name` in the
+// database of `dsn` once it has lived `lifetime` (from its start, on the server's clock), until
+// `finished` or for `at_most`, after which the rest runs unharmed. Ages, not a fixed period:
+// each backend gets the same time to work however long the machine takes to start one (a
+// period of killing everything stopped a fleet on a slow machine: sessions killed while still
+// starting, each failed attempt doubling the reconnect backoff). And a bounded fault: on a
+// loaded machine, where a new backend spends most of a short life planning its first
+// statements, the drain still ends within its limit, after at least `at_most` of faults.
+struct termination_fault {
+  // Long enough for a new session to do real work on a loaded 2-core machine under the
+  // sanitizers (a first claim_batch in a new backend plans all its statements: 30-50 ms on a
+  // quiet one), short enough that a drain sees many terminations at every step of the
+  // claim-run-ack cycle.
+  std::chrono::milliseconds lifetime{300};
+  std::chrono::seconds at_most{30};
+};
+
+struct terminations {
+  termination_fault fault;
+  std::int64_t terminated = 0;
+  std::int64_t rounds = 0;  // kills that found at least one backend due
+  double seconds = 0;       // how long the fault ran
+  // "N backends terminated at L ms old, in R rounds over S s"
+  std::string note() const;
+};
+
+terminations terminate_at_age(const std::string& dsn, const std::string& application_name,
+                              const std::atomic<bool>& finished, termination_fault fault = {});
+
 // Enqueues `n` jobs in one statement through the SQL API and returns their ids in claim order.
 // `payload_sql` and `max_attempts_sql` are SQL expressions of g (1..n).
 std::vector<std::int64_t> fill(session& s, const std::string& queue, std::int64_t n,
