@@ -25,6 +25,8 @@ std::vector<moment> moments() {
   for (int k = 0; k <= 12; ++k) out.push_back({k, 0us});
   for (int us = 50; us <= 3000; us += 150) out.push_back({0, std::chrono::microseconds(us)});
   for (int ms : {5, 10, 20, 40, 80}) out.push_back({0, std::chrono::milliseconds(ms)});
+  // One the operation always beats, however loaded the machine: each test sees it complete.
+  out.push_back({0, 5s});
   return out;
 }
 

@@ -90,8 +90,10 @@ TEST_CASE("claims take back expired leases with no janitor running, at most once
   auto j = read_job(s, id);
   CHECK(j.state == "ready");
   CHECK_THAT(*j.last_error, Catch::StartsWith("lease expired on attempt 1 of 5"));
-  CHECK(s.integer("SELECT count(*) FROM pgqueue.maintenance "
-                  "WHERE janitor_due_at > now() AND janitor_due_at <= now() + janitor_every") == 1);
+  // Due again later: janitor_every after that claim, or 50 times the run's own time where
+  // that is longer (on a loaded machine a first run in a new backend can take over 20 ms, so
+  // no upper bound here).
+  CHECK(s.integer("SELECT count(*) FROM pgqueue.maintenance WHERE janitor_due_at > now()") == 1);
   auto again = claim(s, "q", "w2");
   REQUIRE(again.size() == 1);
   CHECK(again[0].id == id);
