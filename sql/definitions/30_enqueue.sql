@@ -143,9 +143,6 @@ BEGIN
                                        p_run_after, p_max_attempts, p_wake);
   END IF;
   v_n := coalesce(cardinality(p_payloads), 0);
-  IF v_n = 0 THEN
-    RETURN '{}';
-  END IF;
   -- array_position would refuse a multidimensional array with its own error (0A000); keys in
   -- one would be paired with the payloads as if flattened.
   IF array_ndims(p_payloads) <> 1 OR coalesce(array_ndims(p_idempotency_keys), 1) <> 1 THEN
@@ -166,6 +163,11 @@ BEGIN
   END IF;
   IF p_depends_on IS NOT NULL THEN
     v_state := pgqueue.dependencies_check(p_depends_on);  -- locks the parents
+  END IF;
+  -- Nothing to add, after the same checks as a batch of any size: an empty batch with bad
+  -- arguments (an unknown dependency, keys without payloads) is refused, not ignored.
+  IF v_n = 0 THEN
+    RETURN '{}';
   END IF;
   -- Ids are drawn first so each input position knows its id without relying on RETURNING order.
   v_ids := ARRAY(SELECT nextval('pgqueue.jobs_id_seq') FROM generate_series(1, v_n));

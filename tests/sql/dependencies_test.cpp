@@ -142,6 +142,9 @@ TEST_CASE("enqueue refuses an unknown dependency and stores nothing", "[dependen
                    {array_of({424242, p})}) == "23503");
   CHECK(s.error_of("SELECT pgqueue.enqueue('q', '{}', p_depends_on => ARRAY[$1, NULL]::bigint[])",
                    {std::to_string(p)}) == "22023");
+  // An empty batch too: nothing would be stored, but the caller's ids are wrong all the same.
+  CHECK(s.error_of("SELECT pgqueue.enqueue_batch('q', '{}'::jsonb[], p_depends_on => $1::bigint[])",
+                   {array_of({424242})}) == "23503");
   CHECK(s.integer("SELECT count(*) FROM pgqueue.jobs") == 1);
   CHECK(edges(s) == 0);
 }

@@ -88,6 +88,9 @@ TEST_CASE("enqueue_batch returns ids in input order and dedupes keys", "[enqueue
   CHECK(*rows[3][0] == *rows[2][0]);
   CHECK(s.integer("SELECT count(*) FROM pgqueue.jobs") == 3);
   CHECK(*s.scalar("SELECT pgqueue.enqueue_batch('mail', '{}'::jsonb[])") == "{}");
+  // An empty batch gets the checks of any other: keys without payloads are refused.
+  CHECK(s.failure_of("SELECT pgqueue.enqueue_batch('mail', '{}'::jsonb[], ARRAY['k'])")
+            .rfind("22023: pgqueue: 1 idempotency keys for 0 payloads", 0) == 0);
 }
 
 TEST_CASE("queue names: any text up to 255 bytes works, others are refused", "[enqueue]") {
