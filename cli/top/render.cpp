@@ -102,25 +102,26 @@ std::vector<std::string> text_lines(const frame& f, std::optional<std::size_t> n
                   (f.rows.size() == 1 ? " queue" : " queues"));
   lines.push_back("jobs: " + std::to_string(t.ready) + " ready, " + std::to_string(t.scheduled) +
                   " scheduled, " + std::to_string(t.claimed) + " claimed, " +
-                  std::to_string(t.dead) + " dead, " + std::to_string(t.done) +
-                  " done; per second: " + rate_text(per_second(f.total_delta.enqueued, f)) +
+                  std::to_string(t.dead) + " dead, " + std::to_string(t.done) + " done, " +
+                  std::to_string(t.waiting) +
+                  " waiting; per second: " + rate_text(per_second(f.total_delta.enqueued, f)) +
                   " enqueued, " + rate_text(per_second(f.total_delta.done, f)) + " done, " +
                   rate_text(per_second(f.total_delta.failed, f)) + " failed");
 
-  const std::vector<std::string> head{"queue", "ready",      "scheduled", "claimed",
-                                      "dead",  "done",       "paused",    "oldest",
-                                      "lag",   "enqueued/s", "done/s",    "failed/s"};
+  const std::vector<std::string> head{"queue",      "ready",   "scheduled", "claimed", "dead",
+                                      "done",       "waiting", "paused",    "oldest",  "lag",
+                                      "enqueued/s", "done/s",  "failed/s"};
   std::vector<std::vector<std::string>> cells;
   for (const auto& r : f.rows) {
     const auto& s = r.status;
     std::string name = printable(s.queue);
     if (name_cap && columns_of(name) > *name_cap) name = fit(name, *name_cap - 1) + "~";
-    cells.push_back({name, std::to_string(s.ready), std::to_string(s.scheduled),
-                     std::to_string(s.claimed), std::to_string(s.dead), std::to_string(s.done),
-                     s.paused ? "yes" : "no", age_text(s.oldest_ready_age_s), age_text(s.lag_s),
-                     rate_text(per_second(r.delta.enqueued, f)),
-                     rate_text(per_second(r.delta.done, f)),
-                     rate_text(per_second(r.delta.failed, f))});
+    cells.push_back(
+        {name, std::to_string(s.ready), std::to_string(s.scheduled), std::to_string(s.claimed),
+         std::to_string(s.dead), std::to_string(s.done), std::to_string(s.waiting),
+         s.paused ? "yes" : "no", age_text(s.oldest_ready_age_s), age_text(s.lag_s),
+         rate_text(per_second(r.delta.enqueued, f)), rate_text(per_second(r.delta.done, f)),
+         rate_text(per_second(r.delta.failed, f))});
   }
   std::vector<std::size_t> width;
   for (const auto& h : head) width.push_back(h.size());
@@ -132,7 +133,7 @@ std::vector<std::string> text_lines(const frame& f, std::optional<std::size_t> n
     std::string out;
     for (std::size_t c = 0; c < row.size(); ++c) {
       const std::string pad(width[c] - columns_of(row[c]), ' ');
-      const bool left = c == 0 || c == 6;
+      const bool left = c == 0 || c == 7;
       if (c > 0) out += "  ";
       out += left ? row[c] + (c + 1 < row.size() ? pad : "") : pad + row[c];
     }

@@ -35,19 +35,21 @@ void nack(session& s, const claimed& c) {
 }
 
 // mail: 3 done, 1 dead, 1 claimed, 2 ready, 1 scheduled for tomorrow. reports: paused, one
-// job due an hour ago (the longer lag: it sorts first).
+// job due an hour ago (the longer lag: it sorts first), one waiting for mail's claimed job.
 void fill_queues(session& s) {
   for (int i = 0; i < 3; ++i) enqueue(s, "mail");
   for (const auto& c : claim(s, "mail", "w", 3)) ack(s, c);
   s.query("SELECT pgqueue.enqueue('mail', '{}', p_max_attempts => 1)");
   for (const auto& c : claim(s, "mail", "w")) nack(s, c);
-  enqueue(s, "mail");
+  const auto claimed_id = enqueue(s, "mail");
   REQUIRE(claim(s, "mail", "w").size() == 1);
   enqueue(s, "mail");
   enqueue(s, "mail");
   s.query("SELECT pgqueue.enqueue('mail', '{}', p_run_after => now() + interval '1 day')");
   s.query("SELECT pgqueue.pause('reports')");
   s.query("SELECT pgqueue.enqueue('reports', '{}', p_run_after => now() - interval '1 hour')");
+  s.query("SELECT pgqueue.enqueue('reports', '{}', p_depends_on => ARRAY[$1::bigint])",
+          {std::to_string(claimed_id)});
 }
 
 std::vector<std::string> split(const std::string& text, const std::string& separator) {
@@ -104,22 +106,22 @@ TEST_CASE("top prints each queue's counts, paused and lag, sorted by lag; rates 
     const std::string rates =
         i == 0 ? "- enqueued, - done, - failed" : "0.0 enqueued, 0.0 done, 0.0 failed";
     CHECK(lines[1] ==
-          "jobs: 3 ready, 1 scheduled, 1 claimed, 1 dead, 3 done; per second: " + rates);
+          "jobs: 3 ready, 1 scheduled, 1 claimed, 1 dead, 3 done, 1 waiting; per second: " + rates);
     CHECK(words(lines[2]) == std::vector<std::string>{"queue", "ready", "scheduled", "claimed",
-                                                      "dead", "done", "paused", "oldest", "lag",
-                                                      "enqueued/s", "done/s", "failed/s"});
+                                                      "dead", "done", "waiting", "paused", "oldest",
+                                                      "lag", "enqueued/s", "done/s", "failed/s"});
     auto reports = words(lines[3]), mail = words(lines[4]);
-    REQUIRE(reports.size() == 12);
-    REQUIRE(mail.size() == 12);
+    REQUIRE(reports.size() == 13);
+    REQUIRE(mail.size() == 13);
     const std::string rate = i == 0 ? "-" : "0.0";
     CHECK(reports[0] == "reports");
-    CHECK(std::vector(reports.begin() + 1, reports.begin() + 7) ==
-          std::vector<std::string>{"1", "0", "0", "0", "0", "yes"});
-    CHECK(reports[8] == "1h00m");  // due an hour ago
+    CHECK(std::vector(reports.begin() + 1, reports.begin() + 8) ==
+          std::vector<std::string>{"1", "0", "0", "0", "0", "1", "yes"});
+    CHECK(reports[9] == "1h00m");  // due an hour ago
     CHECK(mail[0] == "mail");
-    CHECK(std::vector(mail.begin() + 1, mail.begin() + 7) ==
-          std::vector<std::string>{"2", "1", "1", "1", "3", "no"});
-    CHECK(std::vector(mail.begin() + 9, mail.end()) == std::vector<std::string>{rate, rate, rate});
+    CHECK(std::vector(mail.begin() + 1, mail.begin() + 8) ==
+          std::vector<std::string>{"2", "1", "1", "1", "3", "0", "no"});
+    CHECK(std::vector(mail.begin() + 10, mail.end()) == std::vector<std::string>{rate, rate, rate});
   }
   auto once = tool(db, {"top", "--once"});
   CHECK(once.exit_code == 0);
@@ -157,9 +159,11 @@ TEST_CASE("top --json: one object per frame with counts, totals, growth and rate
   const auto reports = queue_in(second, "reports");
   CHECK(reports["paused"] == true);
   CHECK(reports["lag_s"].get<double>() >= 3600);
+  CHECK(reports["waiting"] == 1);
   CHECK(second["queues"][0]["queue"] == "reports");  // the longest lag first
   CHECK(second["totals"]["ready"] == 3);
-  CHECK(second["totals"]["enqueued_total"] == 9);
+  CHECK(second["totals"]["enqueued_total"] == 10);
+  CHECK(second["totals"]["waiting"] == 1);
   CHECK(second["totals"]["lag_s"] == reports["lag_s"]);
 }
 

@@ -78,7 +78,9 @@ TEST_CASE("the page shows each queue's states, dead jobs' errors, and HTML in da
   CHECK(mail["dead"] == "1");
   CHECK(mail["cancelled"] == "1");
   CHECK(mail["done"] == "3");
+  CHECK(mail["waiting"] == "0");
   CHECK(row_of(table, "reports")["state"] == "paused");
+  CHECK(row_of(table, "reports")["waiting"] == "1");
   // The queue named <img src=x onerror=alert(1)> is a row whose name cell reads exactly that.
   const auto html = row_of(table, html_queue);
   CHECK(html["ready"] == "1");

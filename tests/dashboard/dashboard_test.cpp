@@ -121,6 +121,7 @@ TEST_CASE("/metrics and /api/dashboard report every state of every queue", "[das
   CHECK(mail["lag_s"].is_number());
   CHECK(reports["paused"] == true);
   CHECK(reports["ready"] == 1);
+  CHECK(reports["waiting"] == 1);
 
   REQUIRE(d["dead"].size() == 2);
   const auto mail_dead = d["dead"][0]["queue"] == "mail" ? d["dead"][0] : d["dead"][1];

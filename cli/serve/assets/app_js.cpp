@@ -86,7 +86,7 @@ const std::string_view app_js = R"js('use strict';
   function queueRow(q) {
     const tr = el('tr', null, q.paused ? { class: 'paused' } : {});
     tr.append(cell('queue', q.queue, 'name'), cell('state', q.paused ? 'paused' : 'running'));
-    for (const k of ['ready', 'scheduled', 'claimed', 'dead', 'cancelled', 'done']) {
+    for (const k of ['ready', 'scheduled', 'claimed', 'dead', 'cancelled', 'done', 'waiting']) {
       tr.append(cell(k, num(q[k]), 'num' + (k === 'dead' && q.dead > 0 ? ' alert' : '')));
     }
     tr.append(cell('oldest_ready_age', age(q.oldest_ready_age_s), 'num'),

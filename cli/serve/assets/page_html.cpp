@@ -31,7 +31,7 @@ constexpr std::string_view rest = R"html(<title>pgqueue</title>
     <thead><tr>
       <th>queue</th><th>state</th><th class="num">ready</th><th class="num">scheduled</th>
       <th class="num">claimed</th><th class="num">dead</th><th class="num">cancelled</th>
-      <th class="num">done</th><th class="num">oldest ready</th><th class="num">lag</th>
+      <th class="num">done</th><th class="num">waiting</th><th class="num">oldest ready</th><th class="num">lag</th>
       <th class="num">enqueued/s</th><th class="num">done/s</th><th class="num">failed/s</th>
       <th class="actions"></th>
     </tr></thead>
