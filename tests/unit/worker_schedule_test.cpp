@@ -45,6 +45,26 @@ TEST_CASE("a failed claim is repeated only after a drop being repaired, and not 
   CHECK_FALSE(claim_again_after_failure(true, true));
 }
 
+TEST_CASE("a request a drop failed goes out again at once unless no new session came since",
+          "[worker_schedule]") {
+  using std::chrono::milliseconds;
+  repeat_pacing pacing;
+  // Dropped on the first session: at once (the repeat waits for the new session).
+  CHECK(pacing.after_drop(0) == milliseconds(0));
+  // The repeat ran on the new session, which dropped too (backends being killed): at once.
+  CHECK(pacing.after_drop(1) == milliseconds(0));
+  CHECK(pacing.after_drop(2) == milliseconds(0));
+  // Failed again with no new session (not re-established within reconnect_wait, or
+  // reconnect_wait zero): paced, as long as that lasts.
+  CHECK(pacing.after_drop(2) == repeat_pacing::pause);
+  CHECK(pacing.after_drop(2) == repeat_pacing::pause);
+  CHECK(pacing.after_drop(3) == milliseconds(0));
+  // An answer in between: a drop of the same session later is a new one.
+  pacing.answered();
+  CHECK(pacing.after_drop(3) == milliseconds(0));
+  CHECK(pacing.after_drop(3) == repeat_pacing::pause);
+}
+
 // Drives a shutdown: `events` says what happened while each wait lasted.
 struct shutdown_script {
   drain_state state;

@@ -4,6 +4,9 @@
 #pragma once
 
 #include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <optional>
 
 #include <asio/cancellation_type.hpp>
 
@@ -55,6 +58,32 @@ inline claim_step next_claim(bool stopping, int concurrency, int in_flight, int 
 inline bool claim_again_after_failure(bool stopping, bool reconnecting) {
   return !stopping && reconnecting;
 }
+
+/// Paces the repeats of requests a dropped connection failed (a claim, an ack batch). A repeat
+/// goes out at once when a new session came since the last failure: it waits for that session
+/// itself (up to the connection's `reconnect_wait`), and a worker that paused after every drop
+/// would let its leases run out under session churn (a failover, backends being killed). A
+/// failure with no new session since the previous one (the session is not coming back, or
+/// `reconnect_wait` is zero and such requests fail at once) is followed by `pause`, so that a
+/// connection that stays down costs no busy loop.
+class repeat_pacing {
+ public:
+  static constexpr std::chrono::milliseconds pause{250};
+
+  /// A request failed with a drop when the connection had made `sessions` new sessions
+  /// (`connection::reconnects()`); returns how long to wait before sending it again.
+  std::chrono::milliseconds after_drop(std::uint64_t sessions) {
+    const bool no_new_session = last_ && *last_ == sessions;
+    last_ = sessions;
+    return no_new_session ? pause : std::chrono::milliseconds(0);
+  }
+
+  /// A request was answered: the next drop is a new one.
+  void answered() { last_.reset(); }
+
+ private:
+  std::optional<std::uint64_t> last_;
+};
 
 /// The shutdown's next step once the claim loop has ended.
 enum class drain_step {

@@ -225,6 +225,7 @@ PGQUEUE_DECL asio::awaitable<void> worker::claim_loop() {
   // LISTENed for the whole run: an idle period then costs the wait_hint and the claim that
   // ends it, not a LISTEN, a second check and an UNLISTEN as well.
   pg::subscription wakeups;
+  detail::repeat_pacing pacing;
   for (;;) {
     const auto step =
         detail::next_claim(stopping_, options_.concurrency, in_flight_, options_.claim_batch);
@@ -270,9 +271,11 @@ PGQUEUE_DECL asio::awaitable<void> worker::claim_loop() {
       wakeups.unsubscribe();  // subscribed again once the session is back
     }
     if (dropped) {
-      co_await changed_->wait(std::chrono::milliseconds(250));
+      const auto pause = pacing.after_drop(q_.db().reconnects());
+      if (pause.count() > 0) co_await changed_->wait(pause);
       continue;
     }
+    pacing.answered();
     stats_.claimed += got.size();
     for (auto& l : got) notify(job_event_kind::claimed, l.job());
     for (auto& l : got) {
@@ -491,6 +494,7 @@ PGQUEUE_DECL asio::awaitable<bool> worker::nack_failed(lease& l, std::string rea
 }
 
 PGQUEUE_DECL asio::awaitable<void> worker::ack_loop() {
+  detail::repeat_pacing pacing;
   while (!to_ack_.empty()) {
     auto acks = take_acks();
     auto& batch = acks.batch;
@@ -512,6 +516,7 @@ PGQUEUE_DECL asio::awaitable<void> worker::ack_loop() {
       stats_.acked += acked;
       stats_.lost += sent - acked;
       notify_acks(batch, std::move(acked_ids), acked == sent);
+      pacing.answered();
     } catch (const error& e) {
       if (reconnecting(e)) {
         retry_acks(batch);
@@ -524,7 +529,10 @@ PGQUEUE_DECL asio::awaitable<void> worker::ack_loop() {
       stats_.lost += ids.size();
       notify_acks(batch, {}, false);
     }
-    if (dropped) co_await changed_->wait(std::chrono::milliseconds(250));
+    if (dropped) {
+      const auto pause = pacing.after_drop(q_.db().reconnects());
+      if (pause.count() > 0) co_await changed_->wait(pause);
+    }
   }
   ack_in_flight_ = false;
   changed_->notify();
