@@ -139,8 +139,8 @@ TEST_CASE("a schedule fires each slot once while the workers' backends are termi
   REQUIRE(wait_until([&] { return !slots(admin, "tick").empty(); }, 30s));
   // Sessions live a second here, not 300 ms: a slot has 3 s of grace, and on a loaded machine
   // workers whose sessions lived 300 ms went longer than that without a claim that completed
-  // (each new session plans its claim afresh, and a worker waits 250 ms after a drop), so a
-  // slot fell out of its grace: the fault, not the schedule, decided the outcome.
+  // (each new session plans its claim afresh), so a slot fell out of its grace: the fault, not
+  // the schedule, decided the outcome.
   const std::atomic<bool> never{false};
   const auto t = terminate_at_age(db.dsn(), app, never, {.lifetime = 1000ms, .at_most = 8s});
   std::this_thread::sleep_for(2s);  // unharmed: the last slots fire
