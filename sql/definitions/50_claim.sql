@@ -8,6 +8,7 @@ LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 SET enable_seqscan = off
 SET jit = off
+SET enable_bitmapscan = off
 AS $$
 BEGIN
   RETURN QUERY
@@ -32,11 +33,13 @@ $$;
 -- Paced by its cost: the next run is due no sooner than 50 times this run's duration, so it
 -- takes at most about 2% of one backend. That matters while a long transaction holds the
 -- horizon: the janitor then reads every claimed-job version left since (85 ms per run after
--- 2 minutes at 5,000 jobs/s), and a claim that runs it waits for it.
+-- 2 minutes at 5,000 jobs/s), and a claim that runs it waits for it. Bitmap scans on again:
+-- claims turn them off for the floors, and the janitor may read many rows.
 CREATE OR REPLACE FUNCTION pgqueue.maintain_if_due()
 RETURNS int
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
+SET enable_bitmapscan = on
 AS $$
 DECLARE
   v_started timestamptz;
@@ -99,6 +102,7 @@ LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 SET enable_seqscan = off
 SET jit = off
+SET enable_bitmapscan = off
 SET plan_cache_mode = force_generic_plan
 AS $$
 DECLARE
@@ -325,6 +329,7 @@ LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 SET enable_seqscan = off
 SET jit = off
+SET enable_bitmapscan = off
 AS $$
 DECLARE
   v_slot timestamptz;
