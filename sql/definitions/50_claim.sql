@@ -329,7 +329,6 @@ LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 SET enable_seqscan = off
 SET jit = off
-SET enable_bitmapscan = off
 AS $$
 DECLARE
   v_slot timestamptz;
