@@ -25,6 +25,12 @@ std::int64_t scaled(std::int64_t jobs) {
   return std::max<std::int64_t>(1, jobs * percent / 100);
 }
 
+std::chrono::milliseconds paced(std::chrono::milliseconds work, std::int64_t items, int parallel,
+                                std::chrono::milliseconds window) {
+  const auto spread = window.count() * std::max(parallel, 1) / std::max<std::int64_t>(items, 1);
+  return std::max(work, std::chrono::milliseconds(spread + 1));
+}
+
 std::string with_application_name(const std::string& dsn, const std::string& name) {
   if (dsn.find("://") == std::string::npos) return dsn + " application_name=" + name;
   return dsn + (dsn.find('?') == std::string::npos ? "?" : "&") + "application_name=" + name;
@@ -249,7 +255,8 @@ drain_outcome drain_under_fault(const drain_setup& setup, run_counter& runs,
         q.emplace(co_await pgqueue::connect(ex, setup.worker_dsn), setup.queue,
                   setup.queue_options);
       }
-      const auto work = setup.handler_work;
+      const auto work =
+          paced(setup.handler_work, setup.jobs, setup.worker_options.concurrency, setup.at_least);
       std::optional<pgqueue::worker> w;
       if (setup.transactional) {
         w.emplace(

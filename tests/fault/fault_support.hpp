@@ -24,6 +24,16 @@ using pgq_test::session;
 // sanitizers, where everything runs several times slower). At least 1.
 std::int64_t scaled(std::int64_t jobs);
 
+// The least time a drain or a production run under a fault lasts, however fast the machine:
+// its work is paced to take this long (paced()), so that a fault acting on 300 ms old backends
+// acts several times. Unpaced, a fast machine drained 5,000 jobs in 1.0 s: two terminations.
+inline constexpr std::chrono::milliseconds fault_window{2500};
+
+// How long each of `items` pieces of work done `parallel` at a time pauses: `work`, or longer
+// where the run would otherwise end within `window`.
+std::chrono::milliseconds paced(std::chrono::milliseconds work, std::int64_t items, int parallel,
+                                std::chrono::milliseconds window = fault_window);
+
 // `dsn` with application_name set (key=value conninfo or URI), so a fault can pick out the
 // worker's backends in pg_stat_activity; a reconnect with the same conninfo keeps the name.
 std::string with_application_name(const std::string& dsn, const std::string& name);
@@ -149,8 +159,11 @@ struct drain_setup {
   std::int64_t jobs = 0;  // jobs in the queue: the drain ends when all are done or dead
   pgqueue::queue_options queue_options{};
   pgqueue::worker_options worker_options{};
-  std::chrono::milliseconds handler_work{1};  // each handler run pauses this long
+  // Each handler run pauses this long, or longer: paced(handler_work, jobs, concurrency,
+  // at_least), so that the drain lasts `at_least` however fast the machine.
+  std::chrono::milliseconds handler_work{1};
   std::chrono::seconds limit{120};
+  std::chrono::milliseconds at_least = fault_window;
   // The worker's queue is opened on a pool (of worker_dsn) and its handler runs in the job's
   // transaction: it inserts the job's id into the table `effects` (which the test creates,
   // with a unique job column) and the worker acks in that transaction.
