@@ -51,6 +51,9 @@ BEGIN
     SELECT (v_first.run_after, v_first.id) >= (f.run_after, f.id) INTO v_above
       FROM pgqueue.ready_floor f
      WHERE f.queue = v_first.queue AND f.priority = v_first.priority;
+    IF v_above IS NULL AND pgqueue.floor_create(v_first.queue, v_first.priority) THEN
+      v_above := true;
+    END IF;
     IF NOT coalesce(v_above AND (current_setting('transaction_isolation') = 'read committed'
                                  OR v_first.run_after >= clock_timestamp()), false) THEN
       INSERT INTO pgqueue.ready_floor_below (queue, priority, run_after, id)

@@ -11,7 +11,8 @@
 -- after it: a job due at that time or later is above every floor without reading one, once
 -- its queue and priority have a floor at all. This session remembers that (a floor, once made,
 -- is never deleted): the read cost 6 us of a 30 us enqueue. A job due earlier, or the first of its
--- priority that this session enqueues, reads its floor as floor_admit does.
+-- priority that this session enqueues, reads its floor as floor_admit does, and makes the
+-- floor when there is none (floor_create).
 -- p_depends_on: ids of jobs it waits for (definitions/77_dependencies.sql has the rules).
 CREATE OR REPLACE FUNCTION pgqueue.enqueue(
   p_queue text,
@@ -91,6 +92,9 @@ BEGIN
     SELECT (v_run_after, v_id) >= (f.run_after, f.id) INTO v_above
       FROM pgqueue.ready_floor f
      WHERE f.queue = p_queue AND f.priority = p_priority;
+    IF v_above IS NULL AND pgqueue.floor_create(p_queue, p_priority) THEN
+      v_above := true;  -- the new floor is at the start of time
+    END IF;
     IF v_above IS NOT NULL THEN
       -- A session setting, undone with the transaction should it roll back.
       PERFORM set_config(v_known, 'on', false);

@@ -43,6 +43,35 @@ BEGIN
 END
 $$;
 
+-- Makes the first floor of p_queue's priority p_priority, at the start of time: every job is
+-- above it, so no job of that priority needs noting below it from then on (until a queue's
+-- first claim made its floors, each of its jobs enqueued one per call was noted: a backlog
+-- built before any worker ran was noted row by row, and each claim read and sorted them all
+-- until the first fold). For callers that hold the floor lock in shared mode and found no
+-- floor under it: none can appear meanwhile except one made here, as the floors' other writer,
+-- floor_advance, needs the lock exclusively. Only one transaction at a time makes one (a lock
+-- of its own, not waited for), so no caller waits on another's uncommitted row; one that loses
+-- notes its job below as before. Only in READ COMMITTED: an older snapshot may miss a floor
+-- made since. True when the floor exists after the call (made here or just before).
+CREATE OR REPLACE FUNCTION pgqueue.floor_create(p_queue text, p_priority int)
+RETURNS boolean
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+  IF current_setting('transaction_isolation') <> 'read committed'
+     OR NOT pg_try_advisory_xact_lock(1885434740, hashtext(p_queue)) THEN
+    RETURN false;
+  END IF;
+  -- A floor committed since the caller looked (by the lock's previous holder) is at the start
+  -- of time too (no move can have run: the caller holds the floor lock shared).
+  INSERT INTO pgqueue.ready_floor (queue, priority, run_after, id, moved_at)
+  VALUES (p_queue, p_priority, '-infinity', 0, now())
+  ON CONFLICT (queue, priority) DO NOTHING;
+  RETURN true;
+END
+$$;
+
 -- Where claims of p_queue start, per priority (highest first): the lower of the floor and the
 -- jobs noted below it. Plain SQL without SECURITY DEFINER or SET clauses (its callers run as
 -- the owner with a pinned search_path, and no role may call it) so that the planner inlines it

@@ -124,6 +124,66 @@ TEST_CASE("a job enqueued due in the past after the floor moved is claimed first
   CHECK(drain(s, "q") == std::vector<std::int64_t>{overdue, later});
 }
 
+namespace {
+
+// The floors and the jobs noted below them, of every queue: "floors|noted".
+std::string floors_and_notes(session& s) {
+  return *s.scalar(
+      "SELECT (SELECT count(*) FROM pgqueue.ready_floor) || '|' || "
+      "(SELECT count(*) FROM pgqueue.ready_floor_below)");
+}
+
+}  // namespace
+
+TEST_CASE("a priority's first enqueue makes its floor: a backlog before any claim is not noted",
+          "[floor]") {
+  scratch_database db;
+  session s(db.dsn());
+  session other(db.dsn());
+  std::vector<std::int64_t> ids;
+  for (int i = 0; i < 50; ++i) {
+    ids.push_back(enqueue(s, "q"));
+    ids.push_back(enqueue(other, "q"));
+  }
+  CHECK(floors_and_notes(s) == "1|0");
+  CHECK(*s.scalar("SELECT run_after::text || '|' || id FROM pgqueue.ready_floor") == "-infinity|0");
+  // enqueue_batch (through the insert trigger) makes a new priority's floor the same way.
+  const auto urgent = s.integer(
+      "SELECT (pgqueue.enqueue_batch('q', array_fill('{}'::jsonb, ARRAY[3]), NULL, 5))[1]");
+  CHECK(floors_and_notes(s) == "2|0");
+  auto order = drain(s, "q");
+  REQUIRE(order.size() == ids.size() + 3);
+  CHECK(order[0] == urgent);
+  CHECK(std::vector<std::int64_t>(order.begin() + 3, order.end()) == ids);
+}
+
+TEST_CASE("a producer that cannot make the floor at once notes its job, without waiting",
+          "[floor]") {
+  scratch_database db;
+  session s(db.dsn());
+  session p1(db.dsn());
+  session p2(db.dsn());
+  p1.query("BEGIN");
+  const auto first = enqueue(p1, "q");  // makes the floor; its row is not committed yet
+  p2.query("SET statement_timeout = '2s'");
+  CHECK(p2.error_of("SELECT pgqueue.enqueue('q', '{}')") == "");
+  CHECK(floors_and_notes(s) == "0|1");
+  p1.query("COMMIT");
+  CHECK(floors_and_notes(s) == "1|1");
+  const auto second = s.integer("SELECT max(id) FROM pgqueue.jobs");
+  CHECK(drain(s, "q") == std::vector<std::int64_t>{first, second});
+}
+
+TEST_CASE("an enqueue in REPEATABLE READ makes no floor: its job is noted below", "[floor]") {
+  scratch_database db;
+  session s(db.dsn());
+  s.query("BEGIN ISOLATION LEVEL REPEATABLE READ");
+  const auto id = enqueue(s, "q");
+  s.query("COMMIT");
+  CHECK(floors_and_notes(s) == "0|1");
+  CHECK(claim_one(s, "q") == id);
+}
+
 TEST_CASE("jobs made ready again are claimed after the floor passed them", "[floor]") {
   scratch_database db;
   session s(db.dsn());

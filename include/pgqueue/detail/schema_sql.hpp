@@ -656,6 +656,9 @@ BEGIN
     SELECT (v_first.run_after, v_first.id) >= (f.run_after, f.id) INTO v_above
       FROM pgqueue.ready_floor f
      WHERE f.queue = v_first.queue AND f.priority = v_first.priority;
+    IF v_above IS NULL AND pgqueue.floor_create(v_first.queue, v_first.priority) THEN
+      v_above := true;
+    END IF;
     IF NOT coalesce(v_above AND (current_setting('transaction_isolation') = 'read committed'
                                  OR v_first.run_after >= clock_timestamp()), false) THEN
       INSERT INTO pgqueue.ready_floor_below (queue, priority, run_after, id)
@@ -719,7 +722,8 @@ $$;
 -- after it: a job due at that time or later is above every floor without reading one, once
 -- its queue and priority have a floor at all. This session remembers that (a floor, once made,
 -- is never deleted): the read cost 6 us of a 30 us enqueue. A job due earlier, or the first of its
--- priority that this session enqueues, reads its floor as floor_admit does.
+-- priority that this session enqueues, reads its floor as floor_admit does, and makes the
+-- floor when there is none (floor_create).
 -- p_depends_on: ids of jobs it waits for (definitions/77_dependencies.sql has the rules).
 CREATE OR REPLACE FUNCTION pgqueue.enqueue(
   p_queue text,
@@ -799,6 +803,9 @@ BEGIN
     SELECT (v_run_after, v_id) >= (f.run_after, f.id) INTO v_above
       FROM pgqueue.ready_floor f
      WHERE f.queue = p_queue AND f.priority = p_priority;
+    IF v_above IS NULL AND pgqueue.floor_create(p_queue, p_priority) THEN
+      v_above := true;  -- the new floor is at the start of time
+    END IF;
     IF v_above IS NOT NULL THEN
       -- A session setting, undone with the transaction should it roll back.
       PERFORM set_config(v_known, 'on', false);
@@ -967,6 +974,35 @@ BEGIN
   END IF;
   INSERT INTO pgqueue.ready_floor_below (queue, priority, run_after, id)
   VALUES (p_queue, p_priority, p_run_after, p_id);
+END
+$$;
+
+-- Makes the first floor of p_queue's priority p_priority, at the start of time: every job is
+-- above it, so no job of that priority needs noting below it from then on (until a queue's
+-- first claim made its floors, each of its jobs enqueued one per call was noted: a backlog
+-- built before any worker ran was noted row by row, and each claim read and sorted them all
+-- until the first fold). For callers that hold the floor lock in shared mode and found no
+-- floor under it: none can appear meanwhile except one made here, as the floors' other writer,
+-- floor_advance, needs the lock exclusively. Only one transaction at a time makes one (a lock
+-- of its own, not waited for), so no caller waits on another's uncommitted row; one that loses
+-- notes its job below as before. Only in READ COMMITTED: an older snapshot may miss a floor
+-- made since. True when the floor exists after the call (made here or just before).
+CREATE OR REPLACE FUNCTION pgqueue.floor_create(p_queue text, p_priority int)
+RETURNS boolean
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+  IF current_setting('transaction_isolation') <> 'read committed'
+     OR NOT pg_try_advisory_xact_lock(1885434740, hashtext(p_queue)) THEN
+    RETURN false;
+  END IF;
+  -- A floor committed since the caller looked (by the lock's previous holder) is at the start
+  -- of time too (no move can have run: the caller holds the floor lock shared).
+  INSERT INTO pgqueue.ready_floor (queue, priority, run_after, id, moved_at)
+  VALUES (p_queue, p_priority, '-infinity', 0, now())
+  ON CONFLICT (queue, priority) DO NOTHING;
+  RETURN true;
 END
 $$;
 
