@@ -87,7 +87,10 @@ BEGIN
   -- Keyed by the floor table too: a schema dropped and installed again has none of them.
   v_known := 'pgqueue.floor_known_'
              || md5(p_priority || ' ' || p_queue || ' ' || 'pgqueue.ready_floor'::regclass::oid);
-  IF v_inserted AND (v_run_after < v_locked_at OR current_setting(v_known, true) IS NULL) THEN
+  -- ('on' only: a transaction that rolls back leaves the setting '', and its floor may have
+  -- been its own, made here.)
+  IF v_inserted AND (v_run_after < v_locked_at
+                     OR current_setting(v_known, true) IS DISTINCT FROM 'on') THEN
     -- This statement's snapshot is taken after the lock (in READ COMMITTED): any move is in it.
     SELECT (v_run_after, v_id) >= (f.run_after, f.id) INTO v_above
       FROM pgqueue.ready_floor f

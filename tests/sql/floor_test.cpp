@@ -174,6 +174,18 @@ TEST_CASE("a producer that cannot make the floor at once notes its job, without 
   CHECK(drain(s, "q") == std::vector<std::int64_t>{first, second});
 }
 
+TEST_CASE("after a rolled-back first enqueue, the next job of the priority is claimable",
+          "[floor]") {
+  scratch_database db;
+  session s(db.dsn());
+  s.query("BEGIN");
+  enqueue(s, "q");  // makes the floor, and this session notes that it exists
+  s.query("ROLLBACK");
+  const auto id = enqueue(s, "q");
+  CHECK(floors_and_notes(s) == "1|0");
+  CHECK(claim_one(s, "q") == id);
+}
+
 TEST_CASE("an enqueue in REPEATABLE READ makes no floor: its job is noted below", "[floor]") {
   scratch_database db;
   session s(db.dsn());
