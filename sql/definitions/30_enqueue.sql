@@ -37,6 +37,7 @@ DECLARE
   v_inserted boolean := true;
   v_known text;
   v_above boolean;
+  v_committed boolean;
   v_state text := 'ready';
 BEGIN
   -- One inline test on the hot path; the helpers (a call each) only run to name the error.
@@ -87,19 +88,21 @@ BEGIN
   -- Keyed by the floor table too: a schema dropped and installed again has none of them.
   v_known := 'pgqueue.floor_known_'
              || md5(p_priority || ' ' || p_queue || ' ' || 'pgqueue.ready_floor'::regclass::oid);
-  -- ('on' only: a transaction that rolls back leaves the setting '', and its floor may have
-  -- been its own, made here.)
+  -- ('on' only: a transaction that rolled back leaves the setting '', not NULL.)
   IF v_inserted AND (v_run_after < v_locked_at
                      OR current_setting(v_known, true) IS DISTINCT FROM 'on') THEN
     -- This statement's snapshot is taken after the lock (in READ COMMITTED): any move is in it.
-    SELECT (v_run_after, v_id) >= (f.run_after, f.id) INTO v_above
+    SELECT (v_run_after, v_id) >= (f.run_after, f.id), f.moved_at <> now()
+      INTO v_above, v_committed
       FROM pgqueue.ready_floor f
      WHERE f.queue = p_queue AND f.priority = p_priority;
     IF v_above IS NULL AND pgqueue.floor_create(p_queue, p_priority) THEN
       v_above := true;  -- the new floor is at the start of time
     END IF;
-    IF v_above IS NOT NULL THEN
-      -- A session setting, undone with the transaction should it roll back.
+    -- Remembered only for a floor that another transaction made or moved (its moved_at is not
+    -- this transaction's now()): one made here may be undone with this transaction, and after
+    -- PREPARE TRANSACTION and ROLLBACK PREPARED the session keeps its settings.
+    IF v_committed THEN
       PERFORM set_config(v_known, 'on', false);
     END IF;
     IF NOT coalesce(v_above AND (current_setting('transaction_isolation') = 'read committed'

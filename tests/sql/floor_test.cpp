@@ -10,6 +10,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "support/cluster.hpp"
 #include "support/database.hpp"
 #include "support/session.hpp"
 #include "support/sql_api.hpp"
@@ -184,6 +185,46 @@ TEST_CASE("after a rolled-back first enqueue, the next job of the priority is cl
   const auto id = enqueue(s, "q");
   CHECK(floors_and_notes(s) == "1|0");
   CHECK(claim_one(s, "q") == id);
+}
+
+TEST_CASE("after a prepared first enqueue is rolled back, the next job is claimable", "[floor]") {
+  // PREPARE TRANSACTION keeps the session's settings, ROLLBACK PREPARED undoes the floor.
+  cluster_options options;
+  options.config_lines = {"max_prepared_transactions = 2"};
+  throwaway_cluster cluster(options);
+  session s(cluster.dsn());
+  s.script(read_file(schema_file()));
+  s.query("BEGIN");
+  s.query("SELECT pgqueue.enqueue('q', '{}', p_wake => false)");  // NOTIFY cannot be prepared
+  s.query("PREPARE TRANSACTION 'first'");
+  s.query("ROLLBACK PREPARED 'first'");
+  const auto id = enqueue(s, "q");
+  CHECK(floors_and_notes(s) == "1|0");
+  CHECK(claim_one(s, "q") == id);
+}
+
+TEST_CASE("a child due later, released in a priority without a floor, is claimed when due",
+          "[floor]") {
+  scratch_database db;
+  session s(db.dsn());
+  const auto parent = enqueue(s, "parents");
+  const auto child = s.integer(
+      "SELECT pgqueue.enqueue('children', '{}', NULL, 0, now() + interval '300 milliseconds', 5, "
+      "true, ARRAY[$1::bigint])",
+      {std::to_string(parent)});
+  auto got = claim(s, "parents", "w");
+  REQUIRE(got.size() == 1);
+  s.query("SELECT pgqueue.ack($1, 'w', $2)",
+          {std::to_string(parent), std::to_string(got[0].lease_token)});
+  // Due within 300 ms of its enqueue: claimed within 3 s, polling as an idle worker would.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+  std::vector<claimed> child_claim;
+  while (child_claim.empty() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    child_claim = claim(s, "children", "w");
+  }
+  REQUIRE(child_claim.size() == 1);
+  CHECK(child_claim[0].id == child);
 }
 
 TEST_CASE("an enqueue in REPEATABLE READ makes no floor: its job is noted below", "[floor]") {

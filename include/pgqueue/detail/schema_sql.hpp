@@ -748,6 +748,7 @@ DECLARE
   v_inserted boolean := true;
   v_known text;
   v_above boolean;
+  v_committed boolean;
   v_state text := 'ready';
 BEGIN
   -- One inline test on the hot path; the helpers (a call each) only run to name the error.
@@ -798,19 +799,21 @@ BEGIN
   -- Keyed by the floor table too: a schema dropped and installed again has none of them.
   v_known := 'pgqueue.floor_known_'
              || md5(p_priority || ' ' || p_queue || ' ' || 'pgqueue.ready_floor'::regclass::oid);
-  -- ('on' only: a transaction that rolls back leaves the setting '', and its floor may have
-  -- been its own, made here.)
+  -- ('on' only: a transaction that rolled back leaves the setting '', not NULL.)
   IF v_inserted AND (v_run_after < v_locked_at
                      OR current_setting(v_known, true) IS DISTINCT FROM 'on') THEN
     -- This statement's snapshot is taken after the lock (in READ COMMITTED): any move is in it.
-    SELECT (v_run_after, v_id) >= (f.run_after, f.id) INTO v_above
+    SELECT (v_run_after, v_id) >= (f.run_after, f.id), f.moved_at <> now()
+      INTO v_above, v_committed
       FROM pgqueue.ready_floor f
      WHERE f.queue = p_queue AND f.priority = p_priority;
     IF v_above IS NULL AND pgqueue.floor_create(p_queue, p_priority) THEN
       v_above := true;  -- the new floor is at the start of time
     END IF;
-    IF v_above IS NOT NULL THEN
-      -- A session setting, undone with the transaction should it roll back.
+    -- Remembered only for a floor that another transaction made or moved (its moved_at is not
+    -- this transaction's now()): one made here may be undone with this transaction, and after
+    -- PREPARE TRANSACTION and ROLLBACK PREPARED the session keeps its settings.
+    IF v_committed THEN
       PERFORM set_config(v_known, 'on', false);
     END IF;
     IF NOT coalesce(v_above AND (current_setting('transaction_isolation') = 'read committed'
@@ -2997,6 +3000,16 @@ BEGIN
      ORDER BY r.queue, r.priority, r.run_after, r.id
   LOOP
     v_count := v_first.n;
+    -- Waiting jobs were never admitted: their queue and priority may have neither a floor nor
+    -- a note, which floor_admit takes for granted for a job due later (such a child was never
+    -- claimed). The lock first, as floor_admit takes it.
+    PERFORM pg_advisory_xact_lock_shared(1885434739, hashtext(v_first.queue));
+    IF NOT EXISTS (SELECT FROM pgqueue.ready_floor f
+                    WHERE f.queue = v_first.queue AND f.priority = v_first.priority)
+       AND NOT pgqueue.floor_create(v_first.queue, v_first.priority) THEN
+      INSERT INTO pgqueue.ready_floor_below (queue, priority, run_after, id)
+      VALUES (v_first.queue, v_first.priority, v_first.run_after, v_first.id);
+    END IF;
     PERFORM pgqueue.floor_admit(v_first.queue, v_first.priority, v_first.run_after, v_first.id);
     PERFORM pgqueue.notify_queue(v_first.queue);  -- folds: one per queue
   END LOOP;
