@@ -36,6 +36,9 @@ headless_browser::headless_browser()
                                O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
         spawn_options options;
         options.fds = {{to_browser_.fd[0], 3}, {from_browser_.fd[1], 4}, {log, 1}, {log, 2}};
+        // Its temporary files too (a singleton socket directory, which it leaves behind when
+        // killed: two per test run in /tmp before), so that removing the profile removes them.
+        options.env = {"TMPDIR=" + profile_};
         options.own_group = true;
         child_process c(
             chromium_path(),
