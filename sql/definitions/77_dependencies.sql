@@ -166,16 +166,6 @@ BEGIN
      ORDER BY r.queue, r.priority, r.run_after, r.id
   LOOP
     v_count := v_first.n;
-    -- Waiting jobs were never admitted: their queue and priority may have neither a floor nor
-    -- a note, which floor_admit takes for granted for a job due later (such a child was never
-    -- claimed). The lock first, as floor_admit takes it.
-    PERFORM pg_advisory_xact_lock_shared(1885434739, hashtext(v_first.queue));
-    IF NOT EXISTS (SELECT FROM pgqueue.ready_floor f
-                    WHERE f.queue = v_first.queue AND f.priority = v_first.priority)
-       AND NOT pgqueue.floor_create(v_first.queue, v_first.priority) THEN
-      INSERT INTO pgqueue.ready_floor_below (queue, priority, run_after, id)
-      VALUES (v_first.queue, v_first.priority, v_first.run_after, v_first.id);
-    END IF;
     PERFORM pgqueue.floor_admit(v_first.queue, v_first.priority, v_first.run_after, v_first.id);
     PERFORM pgqueue.notify_queue(v_first.queue);  -- folds: one per queue
   END LOOP;

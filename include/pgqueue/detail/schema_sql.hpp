@@ -950,14 +950,14 @@ $$;
 -- the two-int space (1885434739 = 'pgqs', and the queue's hash), apart from applications'
 -- one-bigint advisory locks; two queues sharing a hash only share the lock.
 
--- Admits a job made ready again at (p_run_after, p_id) in claim order (a nack, release, reset
--- or retry of a job that was ready before), after its row was written: notes it below when it
--- is below its floor. A job due no earlier than the time read once the lock is held is above
--- the floor (a move never puts a floor above its own time, and none runs while the lock is
--- held): no read. Its queue and priority have a floor or a note already (the job was admitted
--- when enqueued, and floor_advance turns notes into floors). Otherwise one index probe, and
--- rarely a write. In REPEATABLE READ or SERIALIZABLE the snapshot may predate a move, so there
--- such a job is always noted.
+-- Admits a job made ready at (p_run_after, p_id) in claim order (a nack, release, reset or
+-- retry of a job that was ready before, or a waiting job whose parents are done), after its
+-- row was written: notes it below when it is below its floor. A job due no earlier than the
+-- time read once the lock is held is above the floor (a move never puts a floor above its own
+-- time, and none runs while the lock is held), so it needs only the floor to exist: one index
+-- probe. Otherwise the floor is read, and made when there is none (floor_create); rarely a
+-- write. In REPEATABLE READ or SERIALIZABLE the snapshot may predate a move, so there such a
+-- job is always noted (unless due later under a floor its snapshot sees).
 CREATE OR REPLACE FUNCTION pgqueue.floor_admit(
   p_queue text, p_priority int, p_run_after timestamptz, p_id bigint)
 RETURNS void
@@ -968,13 +968,20 @@ DECLARE
   v_above boolean;
 BEGIN
   PERFORM pg_advisory_xact_lock_shared(1885434739, hashtext(p_queue));
-  IF p_run_after >= clock_timestamp() THEN
+  -- (A waiting job was never admitted: its queue and priority may have no floor, and a job
+  -- due later in a priority without one was never claimed.)
+  IF p_run_after >= clock_timestamp()
+     AND EXISTS (SELECT FROM pgqueue.ready_floor f
+                  WHERE f.queue = p_queue AND f.priority = p_priority) THEN
     RETURN;
   END IF;
   -- In READ COMMITTED this statement's snapshot is taken after the lock: any move is in it.
   SELECT (p_run_after, p_id) >= (f.run_after, f.id) INTO v_above
     FROM pgqueue.ready_floor f
    WHERE f.queue = p_queue AND f.priority = p_priority;
+  IF v_above IS NULL AND pgqueue.floor_create(p_queue, p_priority) THEN
+    v_above := true;  -- the new floor is at the start of time
+  END IF;
   IF v_above AND current_setting('transaction_isolation') = 'read committed' THEN
     RETURN;
   END IF;
@@ -3000,16 +3007,6 @@ BEGIN
      ORDER BY r.queue, r.priority, r.run_after, r.id
   LOOP
     v_count := v_first.n;
-    -- Waiting jobs were never admitted: their queue and priority may have neither a floor nor
-    -- a note, which floor_admit takes for granted for a job due later (such a child was never
-    -- claimed). The lock first, as floor_admit takes it.
-    PERFORM pg_advisory_xact_lock_shared(1885434739, hashtext(v_first.queue));
-    IF NOT EXISTS (SELECT FROM pgqueue.ready_floor f
-                    WHERE f.queue = v_first.queue AND f.priority = v_first.priority)
-       AND NOT pgqueue.floor_create(v_first.queue, v_first.priority) THEN
-      INSERT INTO pgqueue.ready_floor_below (queue, priority, run_after, id)
-      VALUES (v_first.queue, v_first.priority, v_first.run_after, v_first.id);
-    END IF;
     PERFORM pgqueue.floor_admit(v_first.queue, v_first.priority, v_first.run_after, v_first.id);
     PERFORM pgqueue.notify_queue(v_first.queue);  -- folds: one per queue
   END LOOP;
