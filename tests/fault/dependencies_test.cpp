@@ -5,6 +5,7 @@
 // done, re-run only where its lease expired.
 #include <algorithm>
 #include <map>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -38,6 +39,8 @@ std::vector<std::int64_t> ids_of(const std::vector<row>& rows) {
 // 1,000 attempts: on a loaded machine a lease can expire again and again under the fault, and
 // a root that died of it would end its 101 dependents too (2,449 dead in one fresh-clone run):
 // the subject here is the order, not attempts running out (exactly_once_test does the same).
+const std::string many_attempts = "p_max_attempts => 1000";
+
 struct graph {
   std::vector<std::int64_t> all;
   std::map<std::int64_t, std::vector<std::int64_t>> parents;
@@ -49,30 +52,27 @@ graph build(session& s, const std::string& queue, std::int64_t roots, std::int64
     g.all.push_back(id);
     if (!parents.empty()) g.parents[id] = std::move(parents);
   };
-  const auto root_ids =
-      ids_of(s.query("SELECT unnest(pgqueue.enqueue_batch($1, array_agg('{\"root\":true}'::jsonb), "
-                     "p_max_attempts => 1000)) "
-                     "FROM generate_series(1, $2)",
-                     {queue, std::to_string(roots)}));
+  const auto root_ids = ids_of(
+      s.query("SELECT unnest(pgqueue.enqueue_batch($1, array_agg('{\"root\":true}'::jsonb), " +
+                  many_attempts + ")) FROM generate_series(1, $2)",
+              {queue, std::to_string(roots)}));
   std::vector<std::int64_t> fan_ins;
   for (auto root : root_ids) {
     add(root, {});
-    const auto children =
-        ids_of(s.query("SELECT unnest(pgqueue.enqueue_batch($1, array_agg('{}'::jsonb), "
-                       "p_max_attempts => 1000, p_depends_on => ARRAY[$2]::bigint[])) "
-                       "FROM generate_series(1, $3)",
-                       {queue, std::to_string(root), std::to_string(fan)}));
+    const auto children = ids_of(
+        s.query("SELECT unnest(pgqueue.enqueue_batch($1, array_agg('{}'::jsonb), " + many_attempts +
+                    ", p_depends_on => ARRAY[$2]::bigint[])) FROM generate_series(1, $3)",
+                {queue, std::to_string(root), std::to_string(fan)}));
     for (auto c : children) add(c, {root});
     const auto fan_in = s.integer(
-        "SELECT pgqueue.enqueue($1, '{}', p_max_attempts => 1000, "
-        "p_depends_on => $2::bigint[])",
+        "SELECT pgqueue.enqueue($1, '{}', " + many_attempts + ", p_depends_on => $2::bigint[])",
         {queue, array_of(children)});
     add(fan_in, children);
     fan_ins.push_back(fan_in);
   }
-  add(s.integer("SELECT pgqueue.enqueue($1, '{}', p_max_attempts => 1000, "
-                "p_depends_on => $2::bigint[])",
-                {queue, array_of(fan_ins)}),
+  add(s.integer(
+          "SELECT pgqueue.enqueue($1, '{}', " + many_attempts + ", p_depends_on => $2::bigint[])",
+          {queue, array_of(fan_ins)}),
       fan_ins);
   return g;
 }
