@@ -167,16 +167,16 @@ TEST_CASE("two sessions firing at once fire each slot once", "[schedule]") {
   scratch_database db;
   session a(db.dsn()), b(db.dsn());
   a.query("SELECT pgqueue.schedule('tick', 'q', '@every 1 second')");
-  a.query("UPDATE pgqueue.schedules SET next_slot = date_trunc('second', now())");
+  // One instant for both sessions: each one's now() would cross a second boundary apart.
+  const std::string t = *a.scalar("SELECT date_trunc('second', now())::text");
+  a.query("UPDATE pgqueue.schedules SET next_slot = $1::timestamptz", {t});
+  const std::string fire = "SELECT pgqueue.fire_schedules($1::timestamptz + interval '1 second')";
   // a holds the schedule's row (fired, not committed); b skips it instead of waiting.
   a.query("BEGIN");
-  CHECK(a.integer("SELECT pgqueue.fire_schedules(date_trunc('second', now()) + "
-                  "interval '1 second')") == 2);
-  CHECK(b.integer("SELECT pgqueue.fire_schedules(date_trunc('second', now()) + "
-                  "interval '1 second')") == 0);
+  CHECK(a.integer(fire, {t}) == 2);
+  CHECK(b.integer(fire, {t}) == 0);
   a.query("COMMIT");
-  CHECK(b.integer("SELECT pgqueue.fire_schedules(date_trunc('second', now()) + "
-                  "interval '1 second')") == 0);
+  CHECK(b.integer(fire, {t}) == 0);
   CHECK(b.integer("SELECT count(*) FROM pgqueue.jobs") == 2);
 }
 
