@@ -25,6 +25,7 @@ struct enqueue_args {
   std::optional<std::string> delay;      ///< an interval as PostgreSQL reads it
   int max_attempts = 5;
   int batch_size = 1000;
+  int flush_after_ms = 100;  ///< a partial batch from stdin goes this long after its first line
   std::vector<std::int64_t> after;  ///< ids every job waits for (--after)
 };
 int enqueue(const context& ctx, const enqueue_args& args);

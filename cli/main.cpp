@@ -76,6 +76,11 @@ int main(int argc, char** argv) {
   enqueue_cmd->add_option("--batch-size", enq.batch_size, "jobs per round trip from stdin (1000)")
       ->check(CLI::Range(1, 10000));
   enqueue_cmd
+      ->add_option("--flush-after", enq.flush_after_ms,
+                   "ms from a line on stdin until its batch is sent even if not full (100; "
+                   "0: whenever stdin has nothing more ready)")
+      ->check(CLI::Range(0, 3600000));
+  enqueue_cmd
       ->add_option("--after", enq.after,
                    "ids of jobs to wait for (comma-separated): the job runs once all are done, "
                    "and ends dead (or cancelled) with one of them; from stdin, every job waits")

@@ -1,4 +1,5 @@
 // pgqueue enqueue QUEUE [JSON]: one job, or one per line of stdin, sent in batches.
+#include <poll.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -81,25 +82,31 @@ struct signal_guard {
 
 // Lines of stdin, read in large blocks with read(2): std::getline on std::cin (synchronised
 // with stdio) cost more than the server's work per job (benchmarks/README.md, "cli"). A signal
-// interrupts a blocked read (note_signal is installed without SA_RESTART): next() then
-// returns false with `interrupted` set.
+// interrupts a blocked read or poll (note_signal is installed without SA_RESTART): next() then
+// returns `end` with `interrupted` set.
 class line_reader {
  public:
-  /// The next line without its newline (a last line without one too); false at the end of
-  /// stdin, on an error, or once a signal came.
-  bool next(std::string& line) {
-    line.clear();
+  enum class status { line, idle, end };
+
+  /// The next line without its newline (a last line without one too): `line`. `end` at the
+  /// end of stdin, on an error, or once a signal came. With `wait`, gives up once that long
+  /// passed without a whole line to return: `idle` (a partial line is kept for the next call).
+  status next(std::string& line, std::optional<std::chrono::milliseconds> wait) {
     for (;;) {
       const auto* start = buffer_.data() + at_;
       const auto* nl = static_cast<const char*>(std::memchr(start, '\n', end_ - at_));
       if (nl) {
-        line.append(start, nl);
+        partial_.append(start, nl);
         at_ = static_cast<std::size_t>(nl - buffer_.data()) + 1;
-        return true;
+        return take(line);
       }
-      line.append(start, end_ - at_);
+      partial_.append(start, end_ - at_);
       at_ = end_ = 0;
-      if (eof_ || interrupted) return !line.empty() && !interrupted;
+      if (eof_ || interrupted) {
+        return partial_.empty() || interrupted ? status::end : take(line);
+      }
+      if (wait && !readable_within(*wait)) return status::idle;
+      if (interrupted) continue;  // it cut the poll short
       const auto n = ::read(STDIN_FILENO, buffer_.data(), buffer_.size());
       if (n > 0) {
         end_ = static_cast<std::size_t>(n);
@@ -110,8 +117,21 @@ class line_reader {
   }
 
  private:
+  status take(std::string& line) {
+    line.swap(partial_);
+    partial_.clear();
+    return status::line;
+  }
+
+  // Whether stdin has input (or its end, or an error) within `wait`. A regular file always has.
+  static bool readable_within(std::chrono::milliseconds wait) {
+    pollfd p{STDIN_FILENO, POLLIN, 0};
+    return ::poll(&p, 1, static_cast<int>(wait.count())) != 0;  // an error: read() reports it
+  }
+
   std::vector<char> buffer_ = std::vector<char>(1 << 16);
   std::size_t at_ = 0, end_ = 0;
+  std::string partial_;  // the line being read, up to the end of the buffer
   bool eof_ = false;
 };
 
@@ -215,16 +235,35 @@ struct stdin_enqueue {
     return code;
   }
 
-  asio::awaitable<int> run(int batch_size) {
+  // Sends a batch once it is full, or `flush_after` after its first line came (so that a slow
+  // producer's lines do not wait for the batch to fill; 0: whenever stdin has nothing more
+  // ready), and the rest at the end of stdin.
+  asio::awaitable<int> run(int batch_size, std::chrono::milliseconds flush_after) {
     signal_guard guard;
     line_reader in;
     std::string line;
     long line_no = 0;
-    while (!bad_line && !not_json_line && in.next(line)) {
+    clock_type::time_point due{};  // when the batch goes, full or not
+    while (!bad_line && !not_json_line) {
+      std::optional<std::chrono::milliseconds> wait;
+      if (!batch.empty()) {
+        wait = std::max(std::chrono::milliseconds(0),
+                        std::chrono::ceil<std::chrono::milliseconds>(due - clock_type::now()));
+      }
+      const auto got = in.next(line, wait);
+      if (got == line_reader::status::end) break;
+      if (got == line_reader::status::idle) {
+        co_await send();
+        continue;
+      }
       ++line_no;
       if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+      if (batch.empty()) due = clock_type::now() + flush_after;
       batch.emplace_back(line_no, std::move(line));
-      if (static_cast<int>(batch.size()) >= batch_size) co_await send();
+      if (static_cast<int>(batch.size()) >= batch_size ||
+          (flush_after.count() > 0 && clock_type::now() >= due)) {
+        co_await send();
+      }
     }
     if (!bad_line && !not_json_line) co_await send();
     if (bad_line) {
@@ -261,7 +300,8 @@ int enqueue(const context& ctx, const enqueue_args& args) {
     opts.depends_on = args.after;  // `args` outlives the enqueues
     if (!args.payload) {
       stdin_enqueue reader(ctx, q, opts);
-      co_return co_await reader.run(args.batch_size);
+      co_return co_await reader.run(args.batch_size,
+                                    std::chrono::milliseconds(args.flush_after_ms));
     }
     if (args.key) opts.idempotency_key = *args.key;
     const auto id = co_await q.enqueue(*args.payload, opts);

@@ -12,11 +12,13 @@
 #include <nlohmann/json.hpp>
 
 #include "support/command.hpp"
+#include "support/pipe.hpp"
 #include "support/process.hpp"
 #include "support/server.hpp"
 #include "support/session.hpp"
 #include "support/sql_api.hpp"
 #include "support/tool.hpp"
+#include "support/wait.hpp"
 
 namespace cli_test {
 
@@ -126,9 +128,9 @@ TEST_CASE("a signal while reading stdin enqueues what was read, says so and exit
   // Three lines, then stdin stays open (a sleep that outlives the test by at most 20 s, its
   // stderr closed so that nothing waits for it): the tool waits for more with one line in its
   // batch.
-  const std::string script =
-      std::string("exec ") + PGQUEUE_TOOL + " --dsn '" + db.dsn() +
-      "' enqueue q --batch-size 2 < <(printf '{}\\n{}\\n{}\\n'; exec sleep 20 2>/dev/null)";
+  const std::string script = std::string("exec ") + PGQUEUE_TOOL + " --dsn '" + db.dsn() +
+                             "' enqueue q --batch-size 2 --flush-after 600000 < <(printf "
+                             "'{}\\n{}\\n{}\\n'; exec sleep 20 2>/dev/null)";
   child_process tool_process("/bin/bash", {"-c", script});
   for (int i = 0; i < 500 && count_jobs(admin, "ready", "q") < 2; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -142,6 +144,39 @@ TEST_CASE("a signal while reading stdin enqueues what was read, says so and exit
   REQUIRE(WIFEXITED(*status));
   CHECK(WEXITSTATUS(*status) == 4);
   CHECK(count_jobs(admin, "ready", "q") == 3);
+}
+
+TEST_CASE("enqueue from a stdin that stays open sends a partial batch --flush-after its first line",
+          "[cli]") {
+  scratch_database db(true);
+  session admin(db.dsn());
+  pipe_pair input;
+  spawn_options options;
+  options.env = tool_environment(db);
+  options.fds = {{input.fd[0], 0}};
+  child_process tool_process(PGQUEUE_TOOL, {"enqueue", "q", "--flush-after", "50"}, options);
+  input.close_end(0);
+  const auto write_all = [&](const std::string& text) {
+    REQUIRE(::write(input.fd[1], text.data(), text.size()) == static_cast<ssize_t>(text.size()));
+  };
+  const auto jobs_become = [&](std::int64_t n) {
+    return wait_until([&] { return count_jobs(admin, "ready", "q") >= n; },
+                      std::chrono::seconds(10)) &&
+           count_jobs(admin, "ready", "q") == n;
+  };
+  // Two whole lines and the start of a third: the two go in while the batch of 1000 is far
+  // from full and stdin stays open; the third waits for its newline.
+  write_all("{\"n\": 1}\n{\"n\": 2}\n{\"n\":");
+  CHECK(jobs_become(2));
+  write_all(" 3}\n");
+  CHECK(jobs_become(3));
+  input.close_end(1);
+  const auto status = tool_process.wait(std::chrono::seconds(10));
+  REQUIRE(status);
+  REQUIRE(WIFEXITED(*status));
+  CHECK(WEXITSTATUS(*status) == 0);
+  CHECK(admin.integer("SELECT count(*) FROM pgqueue.jobs WHERE queue = 'q'") == 3);
+  CHECK(admin.integer("SELECT sum((payload->>'n')::int) FROM pgqueue.jobs") == 6);
 }
 
 TEST_CASE("errors: a bad queue name, a bad delay, bad arguments; each with its exit code",
