@@ -150,9 +150,11 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
   // going while input was read (libpq may have left some in the socket, which no new edge
   // would announce) or output is still pending. `check_input` false skips the first poll: a
   // caller that found the read wait already armed knows input that came since then completes
-  // that wait. A request sent needs no further poll for the same reason. (Each poll is a
-  // system call; one enqueue used to cost four.)
-  void pump(bool check_input = true);
+  // that wait. A request sent needs no further poll for the same reason. `readable`: the read
+  // wait just completed, so input is there (or the end or an error, which reading reports);
+  // the first poll is skipped unless output is pending. (Each poll is a system call; one
+  // enqueue used to cost four.)
+  void pump(bool check_input = true, bool readable = false);
 
   void arm_waits();
 

@@ -135,14 +135,17 @@ PGQUEUE_DECL void connection_impl::on_notice(void* arg, const PGresult* res) {
   }
 }
 
-PGQUEUE_DECL void connection_impl::pump(bool check_input) {
+PGQUEUE_DECL void connection_impl::pump(bool check_input, bool readable) {
   pumping_ = true;
   bool progress = true;
   while (progress && state_ == state::open) {
     progress = false;
     arm_waits();
-    const short ev = check_input || want_write_ ? socket_.ready_now(want_write_) : 0;
+    const short ev = readable && !want_write_     ? POLLIN
+                     : check_input || want_write_ ? socket_.ready_now(want_write_)
+                                                  : 0;
     check_input = true;
+    readable = false;
     if (ev & (POLLIN | POLLERR | POLLHUP)) {
       if (PQconsumeInput(conn_.get()) != 1) {
         lose_connection();
@@ -167,9 +170,9 @@ PGQUEUE_DECL void connection_impl::arm_waits() {
   using wait = asio::posix::descriptor_base;
   if (!reading_) {
     reading_ = true;
-    socket_.async_wait(wait::wait_read, [self = shared_from_this()](std::error_code) {
+    socket_.async_wait(wait::wait_read, [self = shared_from_this()](std::error_code ec) {
       self->reading_ = false;
-      self->pump();
+      self->pump(true, !ec);
     });
   }
   if (want_write_ && !writing_) {
