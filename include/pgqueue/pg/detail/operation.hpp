@@ -10,6 +10,7 @@
 #include <asio/cancellation_type.hpp>
 #include <asio/error.hpp>
 #include <asio/executor_work_guard.hpp>
+#include <asio/dispatch.hpp>
 #include <asio/post.hpp>
 #include <asio/strand.hpp>
 #include <exception>
@@ -135,7 +136,10 @@ auto async_start(const strand_type& strand, Start start, Token&& token,
         auto op = std::make_shared<operation<T>>(std::move(handler), strand);
         if (keep_once_sent) op->keep_once_sent();
         if (slot.is_connected()) slot.template emplace<canceller<T>>(op, strand);
-        asio::post(strand, [op, start = std::move(start)]() mutable {
+        // Dispatched: on a thread that runs the strand's context while the strand is free, the
+        // request goes out now rather than after a turn of the event loop (a turn costs the
+        // reactor a system call). The caller is suspended by then, and its handler is posted.
+        asio::dispatch(strand, [op, start = std::move(start)]() mutable {
           if (!op->done()) start(op);
         });
       },
