@@ -158,9 +158,21 @@ pg_throwaway_start() {
   export PGQUEUE_DSN="host=$PGQUEUE_PGDIR user=postgres dbname=postgres"
 }
 
+# Stops and removes the cluster in $PGQUEUE_PGDIR (also from another shell than the one that
+# started it: then pg_ctl is found again). A server that does not stop keeps its directory.
 pg_throwaway_stop() {
   [ -n "${PGQUEUE_PGDIR:-}" ] || return 0
-  $PGQUEUE_PG_CTL -m immediate stop >/dev/null 2>&1 || true
+  local pg_ctl="${PGQUEUE_PG_CTL:-}"
+  if [ -z "$pg_ctl" ]; then
+    local as_owner=""
+    [ "$(id -u)" -eq 0 ] && as_owner="runuser -u postgres --"
+    pg_ctl="$as_owner $(pg_bindir)/pg_ctl -D $PGQUEUE_PGDIR/data"
+  fi
+  $pg_ctl -m immediate stop >/dev/null 2>&1 || true
+  if [ -f "$PGQUEUE_PGDIR/data/postmaster.pid" ]; then
+    echo "pgqueue: the server in $PGQUEUE_PGDIR did not stop; its directory is kept" >&2
+    return 1
+  fi
   rm -rf "$PGQUEUE_PGDIR"
   PGQUEUE_PGDIR=""
 }
