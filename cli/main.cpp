@@ -1,5 +1,9 @@
 // pgqueue: the command-line tool. Parses the command line (CLI11), resolves where to connect,
 // runs one subcommand (commands/), and turns failures into a message and an exit code.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <charconv>
 #include <cstdlib>
 #include <iostream>
@@ -19,8 +23,9 @@ constexpr const char* exit_codes_text =
     "Exit codes: 0 done; 1 the answer is no (an upgrade is pending, no such job, not every job "
     "named could be retried or cancelled); 2 bad arguments or input, also when the server refuses "
     "it (nothing done; from stdin, everything before the line named); 3 the server or the "
-    "connection failed (a server's error with its SQLSTATE); 4 interrupted by a signal (the "
-    "message says how far it got).";
+    "connection failed (a server's error with its SQLSTATE; from stdin, the message says which "
+    "lines are in); 4 interrupted by a signal (the message says how far it got; a second one "
+    "while a batch waits at the server ends it at once).";
 
 // A job id as given on the command line: a positive 64-bit integer, else a usage error.
 std::int64_t job_id_of(const std::string& text) {
@@ -41,6 +46,17 @@ std::vector<std::int64_t> job_ids_of(const std::vector<std::string>& texts) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // A closed descriptor 0-2 would be taken by the first file the tool opens (its I/O loop's
+  // event descriptor), and stdin would read it, stdout write into it: /dev/null stands in.
+  for (int fd = 0; fd <= 2; ++fd) {
+    if (::fcntl(fd, F_GETFD) == -1 && errno == EBADF) {
+      const int null = ::open("/dev/null", O_RDWR);
+      if (null > fd) {
+        ::dup2(null, fd);
+        ::close(null);
+      }
+    }
+  }
   CLI::App app{"pgqueue: inspect and steer the job queues in a PostgreSQL database", "pgqueue"};
   app.footer(std::string("Connects to --dsn, else $PGQUEUE_DSN, else libpq's defaults and PG* "
                          "variables (PGHOST, PGDATABASE, ...).\n") +

@@ -50,33 +50,40 @@ struct progress {
     if (!final && now - last < std::chrono::milliseconds(100)) return;
     last = now;
     const double seconds = std::chrono::duration<double>(now - start).count();
-    std::fprintf(stderr, "\r\033[Kenqueued %ld jobs (%.0f/s)%s", done,
+    std::fprintf(stderr, "\r\033[Kenqueued %ld %s (%.0f/s)%s", done, done == 1 ? "job" : "jobs",
                  seconds > 0 ? static_cast<double>(done) / seconds : 0.0, final ? "\n" : "");
   }
 };
 
-// Set by SIGINT/SIGTERM while stdin is read: reading stops (the signal interrupts the blocked
-// read), what was read is sent, and the tool says how far it got.
+// Set by SIGINT/SIGTERM/SIGHUP while stdin is read: reading stops (the signal interrupts the
+// blocked read), what was read is sent, and the tool says how far it got. A second signal while
+// a batch is at the server (which may not answer) ends the tool at once, with the message
+// prepared before that batch was sent.
 volatile std::sig_atomic_t interrupted = 0;
+volatile std::sig_atomic_t at_server = 0;  // a batch was sent and is not answered yet
+char at_server_message[512];
+std::size_t at_server_length = 0;
 
 extern "C" void note_signal(int) {
+  if (interrupted && at_server) {
+    [[maybe_unused]] const auto n = ::write(STDERR_FILENO, at_server_message, at_server_length);
+    ::_exit(4);  // exit_code::interrupted
+  }
   interrupted = 1;
 }
 
-// Installs note_signal for SIGINT and SIGTERM without SA_RESTART, for its lifetime.
+// Installs note_signal for SIGINT, SIGTERM and SIGHUP without SA_RESTART, for its lifetime.
 struct signal_guard {
-  struct sigaction old_int {
-  }, old_term{};
+  static constexpr int signals[] = {SIGINT, SIGTERM, SIGHUP};
+  struct sigaction old[3]{};
   signal_guard() {
     struct sigaction sa {};
     sa.sa_handler = note_signal;
     sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, &old_int);
-    sigaction(SIGTERM, &sa, &old_term);
+    for (int i = 0; i < 3; ++i) sigaction(signals[i], &sa, &old[i]);
   }
   ~signal_guard() {
-    sigaction(SIGINT, &old_int, nullptr);
-    sigaction(SIGTERM, &old_term, nullptr);
+    for (int i = 0; i < 3; ++i) sigaction(signals[i], &old[i], nullptr);
   }
 };
 
@@ -111,10 +118,14 @@ class line_reader {
       if (n > 0) {
         end_ = static_cast<std::size_t>(n);
       } else if (n == 0 || errno != EINTR) {
+        if (n < 0) error_ = errno;
         eof_ = true;
       }
     }
   }
+
+  /// The errno of a failed read (stdin is a directory, or not open for reading), else 0.
+  int error() const { return error_; }
 
  private:
   status take(std::string& line) {
@@ -133,6 +144,7 @@ class line_reader {
   std::size_t at_ = 0, end_ = 0;
   std::string partial_;  // the line being read, up to the end of the buffer
   bool eof_ = false;
+  int error_ = 0;
 };
 
 struct stdin_enqueue {
@@ -146,6 +158,7 @@ struct stdin_enqueue {
   long enqueued = 0, last_line = 0;  // jobs in, and the last line they reach
   std::int64_t first_id = 0, last_id = 0;
   std::vector<std::pair<long, std::string>> batch;  // (line number, payload)
+  long in_flight_first = 0, in_flight_last = 0;     // the lines last sent
   long bad_line = 0;                                // the line the server refused
   long not_json_line = 0;                           // the first line that is not JSON
   std::string bad_reason;
@@ -159,57 +172,112 @@ struct stdin_enqueue {
     bar.update(enqueued);
   }
 
-  // Sends the batch. When the server refuses it for its input, finds the first line that is
-  // not JSON (checked here only then: a check of every line cost as much as the server's work),
-  // sends the lines before it and stops there (not_json_line); when every line is JSON, sends
-  // them one at a time up to the one the server refuses, so that everything before it is in and
-  // the message can name it (bad_line). Other failures propagate.
+  // Whether a refused batch holds a line to blame: the server refused the input (class 22, an
+  // unknown --after id), found it too complex (class 54: nesting too deep), or the client
+  // refused a line (a NUL byte).
+  static bool line_refused(const pgqueue::error& e) {
+    return refused_input(e) || e.sqlstate().starts_with("54") ||
+           e.code() == pgqueue::errc::invalid_argument ||
+           e.code() == pgqueue::pg::errc::invalid_argument;
+  }
+
+  using lines_type = std::vector<std::pair<long, std::string>>;  // (line number, payload)
+
+  // Sends the batch. When it is refused for a line, finds the first such line by halves, in
+  // order, so that every line before it is in (about 2 log2(n) round trips, only then), and
+  // names it: not_json_line when it is not JSON either, else bad_line with the server's
+  // reason. Other failures propagate.
   asio::awaitable<void> send() {
     if (batch.empty()) co_return;
-    std::vector<std::pair<long, std::string>> lines;
+    lines_type lines;
     lines.swap(batch);
+    co_await send_until_refused(lines, 0, lines.size());
+  }
+
+  // Sends lines [from, to) of `lines`; false once one was refused.
+  asio::awaitable<bool> send_until_refused(const lines_type& lines, std::size_t from,
+                                           std::size_t to) {
     std::vector<std::string> payloads;
-    payloads.reserve(lines.size());
-    for (const auto& l : lines) payloads.push_back(l.second);
+    payloads.reserve(to - from);
+    for (auto i = from; i < to; ++i) payloads.push_back(lines[i].second);
+    sending(lines[from].first, lines[to - 1].first);
     bool refused = false;
     try {
       auto ids = co_await q.enqueue_batch(std::move(payloads), opts);
-      took(ids, lines.back().first);
+      at_server = 0;
+      took(ids, lines[to - 1].first);
+      co_return true;
     } catch (const pgqueue::error& e) {
-      if (!refused_input(e)) throw;
+      at_server = 0;
+      if (!line_refused(e)) throw;
       refused = true;
-    }
-    if (!refused) co_return;
-    const auto not_json = std::find_if(lines.begin(), lines.end(), [](const auto& l) {
-      return !nlohmann::json::accept(l.second);
-    });
-    if (not_json != lines.end()) {
-      not_json_line = not_json->first;
-      lines.erase(not_json, lines.end());
-      batch.swap(lines);
-      co_await send();  // the lines before it (this finds what else the server refuses)
-      co_return;
-    }
-    for (const auto& [line_no, payload] : lines) {
-      std::optional<std::int64_t> id;
-      try {
-        id = co_await q.enqueue(payload, opts);
-      } catch (const pgqueue::error& e) {
-        if (!refused_input(e)) throw;
-        bad_line = line_no;
-        bad_reason = e.what();
-        if (!e.sqlstate().empty()) bad_reason += " (SQLSTATE " + e.sqlstate() + ")";
+      if (to - from == 1) {
+        if (!nlohmann::json::accept(lines[from].second)) {
+          not_json_line = lines[from].first;
+        } else {
+          bad_line = lines[from].first;
+          bad_reason = e.what();
+          if (!e.sqlstate().empty()) bad_reason += " (SQLSTATE " + e.sqlstate() + ")";
+        }
       }
-      if (!id) co_return;
-      took({*id}, line_no);
     }
+    if (!refused || to - from == 1) co_return !refused;
+    const auto middle = from + (to - from) / 2;
+    if (!co_await send_until_refused(lines, from, middle)) co_return false;
+    co_return co_await send_until_refused(lines, middle, to);
+  }
+
+  // Lines `first`-`last` go to the server now: what a second signal prints if it never answers.
+  void sending(long first, long last) {
+    in_flight_first = first;
+    in_flight_last = last;
+    const auto text = "pgqueue enqueue: interrupted twice while " + span(first, last) +
+                      (first == last ? " was" : " were") +
+                      " at the server: " + maybe_in(first, last) + "; " + how_far() +
+                      ", nothing after\n";
+    at_server_length = std::min(text.size(), sizeof at_server_message);
+    std::memcpy(at_server_message, text.data(), at_server_length);
+    at_server = 1;
+  }
+
+  static std::string span(long first, long last) {
+    return first == last ? "line " + std::to_string(first)
+                         : "lines " + std::to_string(first) + "-" + std::to_string(last);
+  }
+
+  static std::string maybe_in(long first, long last) {
+    return first == last ? "it may or may not be in" : "they may or may not be in";
+  }
+
+  std::string ids() const {
+    return first_id == last_id ? "id " + std::to_string(first_id)
+                               : "ids " + std::to_string(first_id) + "-" + std::to_string(last_id);
+  }
+
+  // Sends the batch; a failure that is not the input's comes back as its message (with the
+  // lines that were at the server then), for the report.
+  asio::awaitable<std::string> send_or_failure() {
+    std::string failure;
+    try {
+      co_await send();
+    } catch (const pgqueue::error& e) {
+      failure = e.what();
+      if (!e.sqlstate().empty()) failure += " (SQLSTATE " + e.sqlstate() + ")";
+    } catch (const std::exception& e) {
+      failure = e.what();
+    }
+    if (!failure.empty()) {
+      failure += "; " + span(in_flight_first, in_flight_last) +
+                 (in_flight_first == in_flight_last ? " was" : " were") +
+                 " being sent: " + maybe_in(in_flight_first, in_flight_last);
+    }
+    co_return failure;
   }
 
   std::string how_far() const {
     if (enqueued == 0) return "nothing was enqueued";
-    return "lines 1-" + std::to_string(last_line) + " were enqueued (" + std::to_string(enqueued) +
-           (enqueued == 1 ? " job" : " jobs") + ", ids " + std::to_string(first_id) + "-" +
-           std::to_string(last_id) + ")";
+    return span(1, last_line) + (last_line == 1 ? " was" : " were") + " enqueued (" +
+           std::to_string(enqueued) + (enqueued == 1 ? " job, " : " jobs, ") + ids() + ")";
   }
 
   // The outcome: a line of text on stderr (or a JSON object on stdout) and the exit code.
@@ -226,8 +294,7 @@ struct stdin_enqueue {
       std::cout << out.dump() << "\n";
     } else if (problem.empty()) {
       std::cout << (enqueued > 0 ? "enqueued " + std::to_string(enqueued) +
-                                       (enqueued == 1 ? " job" : " jobs") + ", ids " +
-                                       std::to_string(first_id) + "-" + std::to_string(last_id)
+                                       (enqueued == 1 ? " job, " : " jobs, ") + ids()
                                  : std::string("enqueued 0 jobs (stdin had no lines)"))
                 << "\n";
     }
@@ -241,10 +308,10 @@ struct stdin_enqueue {
   asio::awaitable<int> run(int batch_size, std::chrono::milliseconds flush_after) {
     signal_guard guard;
     line_reader in;
-    std::string line;
+    std::string line, failure;
     long line_no = 0;
     clock_type::time_point due{};  // when the batch goes, full or not
-    while (!bad_line && !not_json_line) {
+    while (!bad_line && !not_json_line && failure.empty()) {
       std::optional<std::chrono::milliseconds> wait;
       if (!batch.empty()) {
         wait = std::max(std::chrono::milliseconds(0),
@@ -253,7 +320,7 @@ struct stdin_enqueue {
       const auto got = in.next(line, wait);
       if (got == line_reader::status::end) break;
       if (got == line_reader::status::idle) {
-        co_await send();
+        failure = co_await send_or_failure();
         continue;
       }
       ++line_no;
@@ -262,10 +329,13 @@ struct stdin_enqueue {
       batch.emplace_back(line_no, std::move(line));
       if (static_cast<int>(batch.size()) >= batch_size ||
           (flush_after.count() > 0 && clock_type::now() >= due)) {
-        co_await send();
+        failure = co_await send_or_failure();
       }
     }
-    if (!bad_line && !not_json_line) co_await send();
+    if (!bad_line && !not_json_line && failure.empty()) failure = co_await send_or_failure();
+    if (!failure.empty()) {
+      co_return report(exit_code::failed, failure + "; " + how_far() + ", nothing after");
+    }
     if (bad_line) {
       co_return report(exit_code::usage, "line " + std::to_string(bad_line) +
                                              " was refused: " + bad_reason +
@@ -279,6 +349,11 @@ struct stdin_enqueue {
     if (interrupted) {
       co_return report(exit_code::interrupted, "interrupted by a signal: " + how_far() +
                                                    "; the rest of stdin was not read");
+    }
+    if (in.error()) {
+      co_return report(exit_code::usage, "stdin could not be read after line " +
+                                             std::to_string(line_no) + ": " +
+                                             std::strerror(in.error()) + "; " + how_far());
     }
     co_return report(exit_code::ok, "");
   }
@@ -299,6 +374,8 @@ int enqueue(const context& ctx, const enqueue_args& args) {
     opts.run_after = co_await resolve_run_after(db, args);
     opts.depends_on = args.after;  // `args` outlives the enqueues
     if (!args.payload) {
+      // A bad name is refused now, not when the first line comes (maybe hours later).
+      co_await db.query("SELECT pgqueue.check_queue_name($1)", {args.queue});
       stdin_enqueue reader(ctx, q, opts);
       co_return co_await reader.run(args.batch_size,
                                     std::chrono::milliseconds(args.flush_after_ms));

@@ -150,15 +150,7 @@ TEST_CASE("enqueue from a stdin that stays open sends a partial batch --flush-af
           "[cli]") {
   scratch_database db(true);
   session admin(db.dsn());
-  pipe_pair input;
-  spawn_options options;
-  options.env = tool_environment(db);
-  options.fds = {{input.fd[0], 0}};
-  child_process tool_process(PGQUEUE_TOOL, {"enqueue", "q", "--flush-after", "50"}, options);
-  input.close_end(0);
-  const auto write_all = [&](const std::string& text) {
-    REQUIRE(::write(input.fd[1], text.data(), text.size()) == static_cast<ssize_t>(text.size()));
-  };
+  piped_tool tool_process(db, {"enqueue", "q", "--flush-after", "50"});
   const auto jobs_become = [&](std::int64_t n) {
     return wait_until([&] { return count_jobs(admin, "ready", "q") >= n; },
                       std::chrono::seconds(10)) &&
@@ -166,17 +158,116 @@ TEST_CASE("enqueue from a stdin that stays open sends a partial batch --flush-af
   };
   // Two whole lines and the start of a third: the two go in while the batch of 1000 is far
   // from full and stdin stays open; the third waits for its newline.
-  write_all("{\"n\": 1}\n{\"n\": 2}\n{\"n\":");
+  tool_process.write("{\"n\": 1}\n{\"n\": 2}\n{\"n\":");
   CHECK(jobs_become(2));
-  write_all(" 3}\n");
+  tool_process.write(" 3}\n");
   CHECK(jobs_become(3));
-  input.close_end(1);
-  const auto status = tool_process.wait(std::chrono::seconds(10));
-  REQUIRE(status);
-  REQUIRE(WIFEXITED(*status));
-  CHECK(WEXITSTATUS(*status) == 0);
+  tool_process.close_input();
+  CHECK(tool_process.exit_code(std::chrono::seconds(10)) == 0);
   CHECK(admin.integer("SELECT count(*) FROM pgqueue.jobs WHERE queue = 'q'") == 3);
   CHECK(admin.integer("SELECT sum((payload->>'n')::int) FROM pgqueue.jobs") == 6);
+}
+
+TEST_CASE(
+    "enqueue from stdin blames the first line refused, found by halves, whatever refuses it: "
+    "a NUL byte, nesting too deep, a number the client's JSON check would not take",
+    "[cli]") {
+  scratch_database db(true);
+  session admin(db.dsn());
+  const auto count = [&](const char* queue) {
+    return admin.integer("SELECT count(*) FROM pgqueue.jobs WHERE queue = $1", {queue});
+  };
+  // The client refuses a NUL byte before sending: the batch fails whole, the two lines before
+  // it go in by halves.
+  const std::string with_nul = std::string("{\"a\":1}\n{\"a\":2}\n{\"a\":3}") + '\0' + "\n{}\n";
+  auto nul = tool(db, {"enqueue", "nul"}, with_nul);
+  CHECK(nul.exit_code == 2);
+  CHECK(nul.err.find("line 3 ") != std::string::npos);
+  CHECK(nul.err.find("stopped there: lines 1-2 were enqueued (2 jobs, ids ") != std::string::npos);
+  CHECK(count("nul") == 2);
+  // 1e400 is JSON to PostgreSQL (a numeric) but not to the client's check: the line blamed is
+  // the one the server refuses.
+  auto big = tool(db, {"enqueue", "big"}, "1e400\n{\"a\":1}\nnope\n{}\n");
+  CHECK(big.exit_code == 2);
+  CHECK(big.err.find("line 3 is not JSON; stopped there: lines 1-2 were enqueued") !=
+        std::string::npos);
+  CHECK(count("big") == 2);
+  // Nesting past the server's stack depth (54001) is the line's fault, not the server's.
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  auto nested = tool(db, {"enqueue", "deep"}, "{\"a\":1}\n" + deep + "\n{}\n");
+  CHECK(nested.exit_code == 2);
+  CHECK(nested.err.find("line 2 was refused") != std::string::npos);
+  CHECK(nested.err.find("54001") != std::string::npos);
+  CHECK(nested.err.find("line 1 was enqueued (1 job, id ") != std::string::npos);
+  CHECK(count("deep") == 1);
+}
+
+TEST_CASE(
+    "enqueue from stdin: a closed stdin is empty, an unreadable one is an error, a bad "
+    "queue name is refused before any line comes",
+    "[cli]") {
+  scratch_database db(true);
+  session admin(db.dsn());
+  const std::string tool_at = std::string("exec ") + PGQUEUE_TOOL + " --dsn '" + db.dsn() + "'";
+  auto closed = run_command({"/bin/bash", "-c", tool_at + " enqueue q <&-"});
+  CHECK(closed.exit_code == 0);
+  CHECK(closed.out == "enqueued 0 jobs (stdin had no lines)\n");
+  auto directory = run_command({"/bin/bash", "-c", tool_at + " enqueue q < /"});
+  CHECK(directory.exit_code == 2);
+  CHECK(directory.err.find("stdin could not be read after line 0: Is a directory") !=
+        std::string::npos);
+  CHECK(admin.integer("SELECT count(*) FROM pgqueue.jobs") == 0);
+  // Nothing is written: the name alone ends it.
+  piped_tool bad_name(db, {"enqueue", "bad\tq"});
+  CHECK(bad_name.exit_code(std::chrono::seconds(10)) == 2);
+  CHECK(bad_name.errors().find("invalid queue name") != std::string::npos);
+}
+
+TEST_CASE("enqueue from stdin that fails at the server says which lines are in and which may be",
+          "[cli]") {
+  scratch_database db(true);
+  session admin(db.dsn());
+  piped_tool tool_process(db, {"enqueue", "q", "--flush-after", "0"});
+  tool_process.write("{\"n\": 1}\n");
+  REQUIRE(
+      wait_until([&] { return count_jobs(admin, "ready", "q") == 1; }, std::chrono::seconds(10)));
+  const auto id = admin.integer("SELECT id FROM pgqueue.jobs");
+  admin.query("DROP SCHEMA pgqueue CASCADE");  // the next batch fails, not for its input
+  tool_process.write("{\"n\": 2}\n");
+  CHECK(tool_process.exit_code(std::chrono::seconds(10)) == 3);
+  const auto err = tool_process.errors();
+  INFO(err);
+  CHECK(err.find("line 2 was being sent: it may or may not be in; line 1 was enqueued (1 job, id " +
+                 std::to_string(id) + "), nothing after") != std::string::npos);
+}
+
+TEST_CASE("a second signal while a batch waits at the server ends enqueue at once, and says so",
+          "[cli]") {
+  scratch_database db(true);
+  session admin(db.dsn()), locker(db.dsn());
+  locker.query("BEGIN");
+  locker.query("LOCK TABLE pgqueue.jobs");
+  piped_tool tool_process(db, {"enqueue", "q", "--flush-after", "0"});
+  tool_process.write("{}\n");
+  REQUIRE(wait_until(
+      [&] {
+        return admin.integer(
+                   "SELECT count(*) FROM pg_stat_activity WHERE datname = "
+                   "current_database() AND wait_event_type = 'Lock'") == 1;
+      },
+      std::chrono::seconds(10)));
+  // Signals do not queue: send one every 50 ms until it ends; the first makes it stop reading,
+  // a later one ends it while its batch is still waiting for the lock.
+  std::optional<int> code;
+  for (int i = 0; i < 100 && !code; ++i) {
+    tool_process.process().signal(SIGTERM);
+    code = tool_process.exit_code(std::chrono::milliseconds(50));
+  }
+  CHECK(code == 4);
+  CHECK(tool_process.errors() ==
+        "pgqueue enqueue: interrupted twice while line 1 was at the server: it may or may not "
+        "be in; nothing was enqueued, nothing after\n");
+  locker.query("ROLLBACK");
 }
 
 TEST_CASE("errors: a bad queue name, a bad delay, bad arguments; each with its exit code",
