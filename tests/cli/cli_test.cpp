@@ -169,8 +169,8 @@ TEST_CASE("enqueue from a stdin that stays open sends a partial batch --flush-af
 }
 
 TEST_CASE(
-    "enqueue from stdin blames the first line refused, found by halves, whatever refuses it: "
-    "a NUL byte, nesting too deep, a number the client's JSON check would not take",
+    "enqueue from stdin blames the first refused line, found by halves, whatever refused it "
+    "(a NUL byte, nesting too deep, a number the client's JSON check would not take)",
     "[cli]") {
   scratch_database db(true);
   session admin(db.dsn());
