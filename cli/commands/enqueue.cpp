@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <csignal>
@@ -237,6 +238,7 @@ struct stdin_enqueue {
                       ", nothing after\n";
     at_server_length = std::min(text.size(), sizeof at_server_message);
     std::memcpy(at_server_message, text.data(), at_server_length);
+    std::atomic_signal_fence(std::memory_order_seq_cst);  // the message before the flag
     at_server = 1;
   }
 
