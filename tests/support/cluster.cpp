@@ -1,7 +1,9 @@
 #include "support/cluster.hpp"
 
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <pwd.h>
+#include <spawn.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -12,6 +14,8 @@
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
+
+extern char** environ;
 
 namespace pgq_test {
 namespace {
@@ -48,6 +52,37 @@ std::string as_owner(const std::string& cmd) {
 
 void run_or_throw(const std::string& cmd, const std::string& what) {
   if (std::system(cmd.c_str()) != 0) throw std::runtime_error(what + " failed: " + cmd);
+}
+
+// Starts a process that runs `cleanup` (shell) once this process has ended, however it ends:
+// it waits for the end of a pipe whose only writer is this process. An abort, a crash or a
+// kill runs no destructor, and left the cluster running. Returns the pipe's write end (-1 if
+// the reaper could not start: best effort).
+int start_reaper(const std::string& cleanup) {
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) return -1;
+  posix_spawn_file_actions_t actions;
+  ::posix_spawn_file_actions_init(&actions);
+  ::posix_spawn_file_actions_adddup2(&actions, fds[0], 0);  // (dup2 clears close-on-exec)
+  // Not the test's output: a runner waiting for its end would wait for the reaper too.
+  ::posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
+  ::posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0);
+  posix_spawnattr_t attributes;
+  ::posix_spawnattr_init(&attributes);
+  ::posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSID);  // not killed with our group
+  std::string script = "cat >/dev/null; " + cleanup;
+  char sh[] = "/bin/sh", dash_c[] = "-c";
+  char* argv[] = {sh, dash_c, script.data(), nullptr};
+  pid_t pid = 0;
+  const int rc = ::posix_spawn(&pid, sh, &actions, &attributes, argv, environ);
+  ::posix_spawn_file_actions_destroy(&actions);
+  ::posix_spawnattr_destroy(&attributes);
+  ::close(fds[0]);
+  if (rc != 0) {
+    ::close(fds[1]);
+    return -1;
+  }
+  return fds[1];
 }
 
 // A TCP port on 127.0.0.1 that was free a moment ago (the OS picks it; the server binds it
@@ -126,6 +161,8 @@ throwaway_cluster::throwaway_cluster(const cluster_options& options) : bindir_(f
   }
   opts_ = "-k " + dir_ + " -c listen_addresses=" + listen + " -c max_connections=200";
   if (!options.durable) opts_ += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off";
+  reaper_ = start_reaper(as_owner(bindir_ + "/pg_ctl -D " + dir_ + "/data -m immediate stop") +
+                         " >/dev/null 2>&1; rm -rf " + dir_);
   if (start() != 0) throw std::runtime_error("pg_ctl start failed in " + dir_);
   dsn_ = "host=" + dir_ + " user=postgres dbname=postgres";
   if (options.tcp) dsn_ += " port=" + std::to_string(port_);  // names the socket file too
@@ -135,11 +172,16 @@ throwaway_cluster::~throwaway_cluster() {
   pg_ctl("-m immediate stop");
   std::error_code ec;
   std::filesystem::remove_all(dir_, ec);
+  if (reaper_ >= 0) ::close(reaper_);  // its work is done: it ends
 }
 
-int throwaway_cluster::stop() const { return pg_ctl("-m fast stop"); }
+int throwaway_cluster::stop() const {
+  return pg_ctl("-m fast stop");
+}
 
-int throwaway_cluster::start() const { return pg_ctl("-o \"" + opts_ + "\" start"); }
+int throwaway_cluster::start() const {
+  return pg_ctl("-o \"" + opts_ + "\" start");
+}
 
 int throwaway_cluster::pg_ctl(const std::string& args) const {
   return std::system(as_owner(bindir_ + "/pg_ctl -D " + dir_ + "/data -l " + dir_ +

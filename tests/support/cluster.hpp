@@ -1,6 +1,6 @@
 // A throwaway PostgreSQL cluster: initdb into a temp directory, listening only on a unix
 // socket in that directory (no TCP port to collide with, unless asked for), removed when the
-// process exits.
+// process exits, also when it aborts or is killed.
 #pragma once
 
 #include <string>
@@ -45,6 +45,7 @@ class throwaway_cluster {
   std::string bindir_;
   std::string dsn_;
   int port_ = 0;
+  int reaper_ = -1;  // the pipe that keeps the cluster's reaper waiting (see cluster.cpp)
 };
 
 }  // namespace pgq_test
