@@ -127,6 +127,8 @@ class line_reader {
 
   /// The errno of a failed read (stdin is a directory, or not open for reading), else 0.
   int error() const { return error_; }
+  /// Whether a line was begun and has no newline yet.
+  bool partial() const { return !partial_.empty(); }
 
  private:
   status take(std::string& line) {
@@ -349,8 +351,12 @@ struct stdin_enqueue {
                                              ", nothing after");
     }
     if (interrupted) {
-      co_return report(exit_code::interrupted, "interrupted by a signal: " + how_far() +
-                                                   "; the rest of stdin was not read");
+      co_return report(exit_code::interrupted,
+                       "interrupted by a signal: " + how_far() +
+                           "; the rest of stdin was not read" +
+                           (in.partial() ? " (nor line " + std::to_string(line_no + 1) +
+                                               ", begun without its newline yet)"
+                                         : ""));
     }
     if (in.error()) {
       co_return report(exit_code::usage, "stdin could not be read after line " +
