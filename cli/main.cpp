@@ -1,6 +1,7 @@
 // pgqueue: the command-line tool. Parses the command line (CLI11), resolves where to connect,
 // runs one subcommand (commands/), and turns failures into a message and an exit code.
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -57,6 +58,9 @@ int main(int argc, char** argv) {
       }
     }
   }
+  // A reader of stdout that went away is a failed write (checked at the end), not a signal
+  // that ends the tool before it can say what it did.
+  ::signal(SIGPIPE, SIG_IGN);
   CLI::App app{"pgqueue: inspect and steer the job queues in a PostgreSQL database", "pgqueue"};
   app.footer(std::string("Connects to --dsn, else $PGQUEUE_DSN, else libpq's defaults and PG* "
                          "variables (PGHOST, PGDATABASE, ...).\n") +
@@ -272,7 +276,12 @@ int main(int argc, char** argv) {
     return exit_code::usage;
   }
   try {
-    return action();
+    const int code = action();
+    if (!(std::cout << std::flush)) {
+      std::cerr << "pgqueue: cannot write the output (stdout)\n";
+      return code == exit_code::ok ? exit_code::failed : code;
+    }
+    return code;
   } catch (const usage_error& e) {
     std::cerr << "pgqueue: " << printable(e.what()) << "\n";
     return exit_code::usage;

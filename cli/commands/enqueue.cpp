@@ -64,10 +64,13 @@ volatile std::sig_atomic_t interrupted = 0;
 volatile std::sig_atomic_t at_server = 0;  // a batch was sent and is not answered yet
 char at_server_message[512];
 std::size_t at_server_length = 0;
+char at_server_json[512];  // with --json, the object printed on stdout then
+std::size_t at_server_json_length = 0;
 
 extern "C" void note_signal(int) {
   if (interrupted && at_server) {
-    [[maybe_unused]] const auto n = ::write(STDERR_FILENO, at_server_message, at_server_length);
+    [[maybe_unused]] auto n = ::write(STDOUT_FILENO, at_server_json, at_server_json_length);
+    n = ::write(STDERR_FILENO, at_server_message, at_server_length);
     ::_exit(4);  // exit_code::interrupted
   }
   interrupted = 1;
@@ -94,7 +97,11 @@ struct signal_guard {
 // returns `end` with `interrupted` set.
 class line_reader {
  public:
-  enum class status { line, idle, end };
+  enum class status { line, idle, end, too_long };
+
+  /// The longest line taken: jsonb holds at most this many bytes, so a longer line cannot be a
+  /// job (and an endless one, /dev/zero, would grow without limit).
+  static constexpr std::size_t max_line = 0x0FFFFFFF;
 
   /// The next line without its newline (a last line without one too): `line`. `end` at the
   /// end of stdin, on an error, or once a signal came. With `wait`, gives up once that long
@@ -110,6 +117,7 @@ class line_reader {
       }
       partial_.append(start, end_ - at_);
       at_ = end_ = 0;
+      if (partial_.size() > max_line) return status::too_long;
       if (eof_ || interrupted) {
         return partial_.empty() || interrupted ? status::end : take(line);
       }
@@ -163,6 +171,7 @@ struct stdin_enqueue {
   std::vector<std::pair<long, std::string>> batch;  // (line number, payload)
   long in_flight_first = 0, in_flight_last = 0;     // the lines last sent
   long bad_line = 0;                                // the line the server refused
+  long too_long_line = 0;                           // a line longer than jsonb holds
   long not_json_line = 0;                           // the first line that is not JSON
   std::string bad_reason;
 
@@ -240,6 +249,12 @@ struct stdin_enqueue {
                       ", nothing after\n";
     at_server_length = std::min(text.size(), sizeof at_server_message);
     std::memcpy(at_server_message, text.data(), at_server_length);
+    at_server_json_length = 0;
+    if (ctx.json) {
+      const auto object = outcome_json(text.substr(17, text.size() - 18)) + "\n";  // no prefix
+      at_server_json_length = std::min(object.size(), sizeof at_server_json);
+      std::memcpy(at_server_json, object.data(), at_server_json_length);
+    }
     std::atomic_signal_fence(std::memory_order_seq_cst);  // the message before the flag
     at_server = 1;
   }
@@ -262,18 +277,26 @@ struct stdin_enqueue {
   // lines that were at the server then), for the report.
   asio::awaitable<std::string> send_or_failure() {
     std::string failure;
+    bool answered = false;  // the server answered the batch with an error: it was rolled back
     try {
       co_await send();
     } catch (const pgqueue::error& e) {
       failure = e.what();
       if (!e.sqlstate().empty()) failure += " (SQLSTATE " + e.sqlstate() + ")";
+      // A lost connection (class 08, or no SQLSTATE) or a terminated session (57P0x) may
+      // have come after the commit.
+      answered = !e.sqlstate().empty() && !e.sqlstate().starts_with("08") &&
+                 !e.sqlstate().starts_with("57P0");
     } catch (const std::exception& e) {
       failure = e.what();
     }
     if (!failure.empty()) {
+      const bool one = in_flight_first == in_flight_last;
       failure += "; " + span(in_flight_first, in_flight_last) +
-                 (in_flight_first == in_flight_last ? " was" : " were") +
-                 " being sent: " + maybe_in(in_flight_first, in_flight_last);
+                 (answered ? (one ? " was not enqueued (the server refused its batch)"
+                                  : " were not enqueued (the server refused their batch)")
+                           : (one ? " was" : " were") + std::string(" being sent: ") +
+                                 maybe_in(in_flight_first, in_flight_last));
     }
     co_return failure;
   }
@@ -284,18 +307,23 @@ struct stdin_enqueue {
            std::to_string(enqueued) + (enqueued == 1 ? " job, " : " jobs, ") + ids() + ")";
   }
 
+  // The --json object of the outcome so far, with `problem` (none: "").
+  std::string outcome_json(const std::string& problem) const {
+    nlohmann::json out{{"enqueued", enqueued}};
+    if (enqueued > 0) {
+      out["first_id"] = first_id;
+      out["last_id"] = last_id;
+      out["through_line"] = last_line;
+    }
+    if (!problem.empty()) out["error"] = problem;
+    return out.dump();
+  }
+
   // The outcome: a line of text on stderr (or a JSON object on stdout) and the exit code.
   int report(int code, const std::string& problem) {
     bar.update(enqueued, true);
     if (ctx.json) {
-      nlohmann::json out{{"enqueued", enqueued}};
-      if (enqueued > 0) {
-        out["first_id"] = first_id;
-        out["last_id"] = last_id;
-        out["through_line"] = last_line;
-      }
-      if (!problem.empty()) out["error"] = problem;
-      std::cout << out.dump() << "\n";
+      std::cout << outcome_json(problem) << "\n";
     } else if (problem.empty()) {
       std::cout << (enqueued > 0 ? "enqueued " + std::to_string(enqueued) +
                                        (enqueued == 1 ? " job, " : " jobs, ") + ids()
@@ -323,6 +351,10 @@ struct stdin_enqueue {
       }
       const auto got = in.next(line, wait);
       if (got == line_reader::status::end) break;
+      if (got == line_reader::status::too_long) {
+        too_long_line = line_no + 1;
+        break;
+      }
       if (got == line_reader::status::idle) {
         failure = co_await send_or_failure();
         continue;
@@ -337,6 +369,13 @@ struct stdin_enqueue {
       }
     }
     if (!bad_line && !not_json_line && failure.empty()) failure = co_await send_or_failure();
+    if (too_long_line && failure.empty() && !bad_line && !not_json_line) {
+      co_return report(exit_code::usage,
+                       "line " + std::to_string(too_long_line) + " is longer than " +
+                           std::to_string(line_reader::max_line) +
+                           " bytes (what jsonb holds); stopped there: " + how_far() +
+                           ", nothing after");
+    }
     if (!failure.empty()) {
       co_return report(exit_code::failed, failure + "; " + how_far() + ", nothing after");
     }
@@ -359,9 +398,11 @@ struct stdin_enqueue {
                                          : ""));
     }
     if (in.error()) {
-      co_return report(exit_code::usage, "stdin could not be read after line " +
-                                             std::to_string(line_no) + ": " +
-                                             std::strerror(in.error()) + "; " + how_far());
+      co_return report(exit_code::usage,
+                       "stdin could not be read " +
+                           (line_no == 0 ? std::string("before line 1")
+                                         : "after line " + std::to_string(line_no)) +
+                           ": " + std::strerror(in.error()) + "; " + how_far());
     }
     co_return report(exit_code::ok, "");
   }
@@ -382,9 +423,16 @@ int enqueue(const context& ctx, const enqueue_args& args) {
     opts.run_after = co_await resolve_run_after(db, args);
     opts.depends_on = args.after;  // `args` outlives the enqueues
     if (!args.payload) {
-      // A bad name is refused now, not when the first line comes (maybe hours later).
-      co_await db.query("SELECT pgqueue.check_queue_name($1)", {args.queue});
       stdin_enqueue reader(ctx, q, opts);
+      // A bad name is refused now, not when the first line comes (maybe hours later).
+      std::string bad_name;
+      try {
+        co_await db.query("SELECT pgqueue.check_queue_name($1)", {args.queue});
+      } catch (const pgqueue::error& e) {
+        if (!refused_input(e)) throw;
+        bad_name = std::string(e.what()) + " (SQLSTATE " + e.sqlstate() + ")";
+      }
+      if (!bad_name.empty()) co_return reader.report(exit_code::usage, bad_name);
       co_return co_await reader.run(args.batch_size,
                                     std::chrono::milliseconds(args.flush_after_ms));
     }

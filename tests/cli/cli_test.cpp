@@ -214,13 +214,17 @@ TEST_CASE(
   CHECK(closed.out == "enqueued 0 jobs (stdin had no lines)\n");
   auto directory = run_command({"/bin/bash", "-c", tool_at + " enqueue q < /"});
   CHECK(directory.exit_code == 2);
-  CHECK(directory.err.find("stdin could not be read after line 0: Is a directory") !=
+  CHECK(directory.err.find("stdin could not be read before line 1: Is a directory") !=
         std::string::npos);
   CHECK(admin.integer("SELECT count(*) FROM pgqueue.jobs") == 0);
   // Nothing is written: the name alone ends it.
   piped_tool bad_name(db, {"enqueue", "bad\tq"});
   CHECK(bad_name.exit_code(std::chrono::seconds(10)) == 2);
   CHECK(bad_name.errors().find("invalid queue name") != std::string::npos);
+  auto bad_name_json = tool(db, {"--json", "enqueue", "bad\tq"});
+  CHECK(bad_name_json.exit_code == 2);
+  CHECK(nlohmann::json::parse(bad_name_json.out)["error"].get<std::string>().find(
+            "invalid queue name") != std::string::npos);
 }
 
 TEST_CASE("enqueue from stdin that fails at the server says which lines are in and which may be",
@@ -237,7 +241,9 @@ TEST_CASE("enqueue from stdin that fails at the server says which lines are in a
   CHECK(tool_process.exit_code(std::chrono::seconds(10)) == 3);
   const auto err = tool_process.errors();
   INFO(err);
-  CHECK(err.find("line 2 was being sent: it may or may not be in; line 1 was enqueued (1 job, id " +
+  // The server answered with an error: the batch was rolled back (not "may or may not").
+  CHECK(err.find("(SQLSTATE 3F000); line 2 was not enqueued (the server refused its batch); line "
+                 "1 was enqueued (1 job, id " +
                  std::to_string(id) + "), nothing after") != std::string::npos);
 }
 
@@ -247,7 +253,7 @@ TEST_CASE("a second signal while a batch waits at the server ends enqueue at onc
   session admin(db.dsn()), locker(db.dsn());
   locker.query("BEGIN");
   locker.query("LOCK TABLE pgqueue.jobs");
-  piped_tool tool_process(db, {"enqueue", "q", "--flush-after", "0"});
+  piped_tool tool_process(db, {"--json", "enqueue", "q", "--flush-after", "0"});
   tool_process.write("{}\n");
   REQUIRE(wait_until(
       [&] {
@@ -264,9 +270,11 @@ TEST_CASE("a second signal while a batch waits at the server ends enqueue at onc
     code = tool_process.exit_code(std::chrono::milliseconds(50));
   }
   CHECK(code == 4);
-  CHECK(tool_process.errors() ==
-        "pgqueue enqueue: interrupted twice while line 1 was at the server: it may or may not "
-        "be in; nothing was enqueued, nothing after\n");
+  const std::string message =
+      "interrupted twice while line 1 was at the server: it may or may not be in; nothing was "
+      "enqueued, nothing after";
+  CHECK(tool_process.errors() == "pgqueue enqueue: " + message + "\n");
+  CHECK(tool_process.output() == nlohmann::json{{"enqueued", 0}, {"error", message}}.dump() + "\n");
   locker.query("ROLLBACK");
 }
 

@@ -35,15 +35,17 @@ inline command_result tool(const scratch_database& db, std::vector<std::string> 
 }
 
 // The tool running on `db` with a pipe on its stdin that the test writes to when it likes (a
-// slow producer, or one that never ends) and its stderr kept for the test.
+// slow producer, or one that never ends), and its stdout and stderr kept for the test (up to a
+// pipe's buffer each: short messages).
 class piped_tool {
  public:
   piped_tool(const scratch_database& db, std::vector<std::string> args) {
     spawn_options options;
     options.env = tool_environment(db);
-    options.fds = {{input_.fd[0], 0}, {errors_.fd[1], 2}};
+    options.fds = {{input_.fd[0], 0}, {output_.fd[1], 1}, {errors_.fd[1], 2}};
     process_.emplace(PGQUEUE_TOOL, args, options);
     input_.close_end(0);
+    output_.close_end(1);
     errors_.close_end(1);
   }
 
@@ -64,16 +66,19 @@ class piped_tool {
     return WIFEXITED(*status) ? WEXITSTATUS(*status) : -1;
   }
 
-  // What it wrote to stderr; only once it has ended.
-  std::string errors() {
+  // What it wrote to stdout, and to stderr; only once it has ended.
+  std::string output() { return read_all(output_.fd[0]); }
+  std::string errors() { return read_all(errors_.fd[0]); }
+
+ private:
+  static std::string read_all(int fd) {
     std::string out;
     char buffer[4096];
-    for (ssize_t n; (n = ::read(errors_.fd[0], buffer, sizeof buffer)) > 0;) out.append(buffer, n);
+    for (ssize_t n; (n = ::read(fd, buffer, sizeof buffer)) > 0;) out.append(buffer, n);
     return out;
   }
 
- private:
-  pipe_pair input_, errors_;
+  pipe_pair input_, output_, errors_;
   std::optional<child_process> process_;
 };
 
