@@ -24,7 +24,8 @@ constexpr const char* exit_codes_text =
     "Exit codes: 0 done; 1 the answer is no (an upgrade is pending, no such job, not every job "
     "named could be retried or cancelled); 2 bad arguments or input, also when the server refuses "
     "it (nothing done; from stdin, everything before the line named); 3 the server or the "
-    "connection failed (a server's error with its SQLSTATE; from stdin, the message says which "
+    "connection failed, or the output could not be written (a server's error with its SQLSTATE; "
+    "from stdin, the message says which "
     "lines are in); 4 interrupted by a signal (the message says how far it got; a second one "
     "while a batch waits at the server ends it at once).";
 
