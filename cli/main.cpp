@@ -25,9 +25,8 @@ constexpr const char* exit_codes_text =
     "named could be retried or cancelled); 2 bad arguments or input, also when the server refuses "
     "it (nothing done; from stdin, everything before the line named); 3 the server or the "
     "connection failed, or the output could not be written (a server's error with its SQLSTATE; "
-    "from stdin, the message says which "
-    "lines are in); 4 interrupted by a signal (the message says how far it got; a second one "
-    "while a batch waits at the server ends it at once).";
+    "from stdin, the message says which lines are in); 4 interrupted by a signal (the message "
+    "says how far it got; a second one while a batch waits at the server ends it at once).";
 
 // A job id as given on the command line: a positive 64-bit integer, else a usage error.
 std::int64_t job_id_of(const std::string& text) {

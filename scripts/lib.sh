@@ -139,15 +139,19 @@ pg_bindir() {
 # Starts a throwaway cluster in a temp directory (unix socket only, no TCP port) and exports
 # PGQUEUE_DSN for it; pg_throwaway_stop removes it. As root the server runs as 'postgres'
 # because initdb refuses root. Pass "durable" to keep fsync on (benchmarks).
+# What runs a server command as the cluster's owner: as root, 'postgres' (initdb refuses root).
+pg_as_owner() {
+  [ "$(id -u)" -eq 0 ] && echo "runuser -u postgres --"
+  return 0
+}
+
 pg_throwaway_start() {
-  local bindir as_owner=""
+  local bindir as_owner
   bindir=$(pg_bindir) || return 1
+  as_owner=$(pg_as_owner)
   PGQUEUE_PGDIR=$(mktemp -d /tmp/pgqueue-XXXXXX)
   chmod 755 "$PGQUEUE_PGDIR"
-  if [ "$(id -u)" -eq 0 ]; then
-    chown postgres "$PGQUEUE_PGDIR"
-    as_owner="runuser -u postgres --"
-  fi
+  [ -z "$as_owner" ] || chown postgres "$PGQUEUE_PGDIR"
   local opts="-k $PGQUEUE_PGDIR -c listen_addresses='' -c max_connections=200"
   [ "${1:-}" = durable ] || opts="$opts -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
   $as_owner "$bindir/initdb" -D "$PGQUEUE_PGDIR/data" -A trust -U postgres -E UTF8 --locale=C \
@@ -163,11 +167,7 @@ pg_throwaway_start() {
 pg_throwaway_stop() {
   [ -n "${PGQUEUE_PGDIR:-}" ] || return 0
   local pg_ctl="${PGQUEUE_PG_CTL:-}"
-  if [ -z "$pg_ctl" ]; then
-    local as_owner=""
-    [ "$(id -u)" -eq 0 ] && as_owner="runuser -u postgres --"
-    pg_ctl="$as_owner $(pg_bindir)/pg_ctl -D $PGQUEUE_PGDIR/data"
-  fi
+  [ -n "$pg_ctl" ] || pg_ctl="$(pg_as_owner) $(pg_bindir)/pg_ctl -D $PGQUEUE_PGDIR/data"
   $pg_ctl -m immediate stop >/dev/null 2>&1 || true
   if [ -f "$PGQUEUE_PGDIR/data/postmaster.pid" ]; then
     echo "pgqueue: the server in $PGQUEUE_PGDIR did not stop; its directory is kept" >&2

@@ -158,6 +158,9 @@ class line_reader {
   int error_ = 0;
 };
 
+// Every message of the stdin mode starts so (the signal handler's too).
+constexpr const char* message_prefix = "pgqueue enqueue: ";
+
 struct stdin_enqueue {
   stdin_enqueue(const context& c, pgqueue::queue& queue, const pgqueue::enqueue_options& o)
       : ctx(c), q(queue), opts(o) {}
@@ -213,7 +216,6 @@ struct stdin_enqueue {
     payloads.reserve(to - from);
     for (auto i = from; i < to; ++i) payloads.push_back(lines[i].second);
     sending(lines[from].first, lines[to - 1].first);
-    bool refused = false;
     try {
       auto ids = co_await q.enqueue_batch(std::move(payloads), opts);
       at_server = 0;
@@ -222,7 +224,6 @@ struct stdin_enqueue {
     } catch (const pgqueue::error& e) {
       at_server = 0;
       if (!line_refused(e)) throw;
-      refused = true;
       if (to - from == 1) {
         if (!nlohmann::json::accept(lines[from].second)) {
           not_json_line = lines[from].first;
@@ -233,7 +234,7 @@ struct stdin_enqueue {
         }
       }
     }
-    if (!refused || to - from == 1) co_return !refused;
+    if (to - from == 1) co_return false;  // (refused: an answer returned above)
     const auto middle = from + (to - from) / 2;
     if (!co_await send_until_refused(lines, from, middle)) co_return false;
     co_return co_await send_until_refused(lines, middle, to);
@@ -243,15 +244,15 @@ struct stdin_enqueue {
   void sending(long first, long last) {
     in_flight_first = first;
     in_flight_last = last;
-    const auto text = "pgqueue enqueue: interrupted twice while " + span(first, last) +
-                      (first == last ? " was" : " were") +
-                      " at the server: " + maybe_in(first, last) + "; " + how_far() +
-                      ", nothing after\n";
+    const auto problem = "interrupted twice while " + span_is(first, last) +
+                         " at the server: " + maybe_in(first, last) + "; " + how_far() +
+                         ", nothing after";
+    const auto text = message_prefix + problem + "\n";
     at_server_length = std::min(text.size(), sizeof at_server_message);
     std::memcpy(at_server_message, text.data(), at_server_length);
     at_server_json_length = 0;
     if (ctx.json) {
-      const auto object = outcome_json(text.substr(17, text.size() - 18)) + "\n";  // no prefix
+      const auto object = outcome_json(problem) + "\n";
       at_server_json_length = std::min(object.size(), sizeof at_server_json);
       std::memcpy(at_server_json, object.data(), at_server_json_length);
     }
@@ -262,6 +263,11 @@ struct stdin_enqueue {
   static std::string span(long first, long last) {
     return first == last ? "line " + std::to_string(first)
                          : "lines " + std::to_string(first) + "-" + std::to_string(last);
+  }
+
+  // "line 3 was", "lines 3-9 were".
+  static std::string span_is(long first, long last) {
+    return span(first, last) + (first == last ? " was" : " were");
   }
 
   static std::string maybe_in(long first, long last) {
@@ -292,19 +298,18 @@ struct stdin_enqueue {
     }
     if (!failure.empty()) {
       const bool one = in_flight_first == in_flight_last;
-      failure += "; " + span(in_flight_first, in_flight_last) +
-                 (answered ? (one ? " was not enqueued (the server refused its batch)"
-                                  : " were not enqueued (the server refused their batch)")
-                           : (one ? " was" : " were") + std::string(" being sent: ") +
-                                 maybe_in(in_flight_first, in_flight_last));
+      failure += "; " + span_is(in_flight_first, in_flight_last) +
+                 (answered ? (one ? " not enqueued (the server refused its batch)"
+                                  : " not enqueued (the server refused their batch)")
+                           : " being sent: " + maybe_in(in_flight_first, in_flight_last));
     }
     co_return failure;
   }
 
   std::string how_far() const {
     if (enqueued == 0) return "nothing was enqueued";
-    return span(1, last_line) + (last_line == 1 ? " was" : " were") + " enqueued (" +
-           std::to_string(enqueued) + (enqueued == 1 ? " job, " : " jobs, ") + ids() + ")";
+    return span_is(1, last_line) + " enqueued (" + std::to_string(enqueued) +
+           (enqueued == 1 ? " job, " : " jobs, ") + ids() + ")";
   }
 
   // The --json object of the outcome so far, with `problem` (none: "").
@@ -330,7 +335,7 @@ struct stdin_enqueue {
                                  : std::string("enqueued 0 jobs (stdin had no lines)"))
                 << "\n";
     }
-    if (!problem.empty()) std::cerr << "pgqueue enqueue: " << printable(problem) << "\n";
+    if (!problem.empty()) std::cerr << message_prefix << printable(problem) << "\n";
     return code;
   }
 

@@ -161,8 +161,7 @@ throwaway_cluster::throwaway_cluster(const cluster_options& options) : bindir_(f
   }
   opts_ = "-k " + dir_ + " -c listen_addresses=" + listen + " -c max_connections=200";
   if (!options.durable) opts_ += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off";
-  reaper_ = start_reaper(as_owner(bindir_ + "/pg_ctl -D " + dir_ + "/data -m immediate stop") +
-                         " >/dev/null 2>&1; rm -rf " + dir_);
+  reaper_ = start_reaper(pg_ctl_command("-m immediate stop") + "; rm -rf " + dir_);
   if (start() != 0) throw std::runtime_error("pg_ctl start failed in " + dir_);
   dsn_ = "host=" + dir_ + " user=postgres dbname=postgres";
   if (options.tcp) dsn_ += " port=" + std::to_string(port_);  // names the socket file too
@@ -184,9 +183,12 @@ int throwaway_cluster::start() const {
 }
 
 int throwaway_cluster::pg_ctl(const std::string& args) const {
-  return std::system(as_owner(bindir_ + "/pg_ctl -D " + dir_ + "/data -l " + dir_ +
-                              "/server.log -w " + args + " >/dev/null 2>&1")
-                         .c_str());
+  return std::system(pg_ctl_command(args).c_str());
+}
+
+std::string throwaway_cluster::pg_ctl_command(const std::string& args) const {
+  return as_owner(bindir_ + "/pg_ctl -D " + dir_ + "/data -l " + dir_ + "/server.log -w " + args +
+                  " >/dev/null 2>&1");
 }
 
 }  // namespace pgq_test

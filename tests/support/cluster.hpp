@@ -34,6 +34,8 @@ class throwaway_cluster {
   int port() const { return port_; }
   // Runs pg_ctl with `args` as the cluster's owner; returns its exit status.
   int pg_ctl(const std::string& args) const;
+  // The shell command pg_ctl() runs.
+  std::string pg_ctl_command(const std::string& args) const;
   // Stops the server (fast mode: sessions are terminated) and waits until it is down.
   int stop() const;
   // Starts it again with the options it was created with; waits until it accepts connections.
