@@ -613,27 +613,23 @@ BEGIN
 END
 $$;
 
--- The insert trigger: any INSERT into pgqueue.jobs (enqueue_batch's, or a direct one) admits
--- its ready jobs below their claim floors and wakes the listeners of each queue that received a
--- ready job, once per statement. Jobs due later wake them too: an idle claimer then learns the
--- new, earlier due time (pgqueue.wait_hint) instead of sleeping through it.
--- enqueue_batch(..., p_wake => false) suppresses the wake-up because its caller calls wake()
--- after commit; enqueue does both itself (pgqueue.admitting). The admission is
--- pgqueue.floor_admit's, written out here: calling it and notify_queue (each SECURITY DEFINER
--- with a SET clause) cost 6 us of 35.
+-- The insert trigger: a direct INSERT into pgqueue.jobs admits its ready jobs below their claim
+-- floors and wakes the listeners of each queue that received a ready job, once per statement.
+-- Jobs due later wake them too: an idle claimer then learns the new, earlier due time
+-- (pgqueue.wait_hint) instead of sleeping through it. enqueue and enqueue_batch do both
+-- themselves (for one queue, priority and due time that is one floor check, not a query over
+-- the statement's rows) and set pgqueue.admitting meanwhile: the trigger's WHEN clause then
+-- skips the call (a call that returned at once still cost an enqueue 3-4 us). The admission is
+-- pgqueue.floor_admit's, written out here for a statement's many rows.
 CREATE OR REPLACE FUNCTION pgqueue.notify_new_job()
 RETURNS trigger
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-  v_wake boolean := current_setting('pgqueue.defer_wake', true) IS DISTINCT FROM 'on';
   v_first record;
   v_above boolean;
 BEGIN
-  IF current_setting('pgqueue.admitting', true) = 'on' THEN
-    RETURN NULL;
-  END IF;
   FOR v_first IN
     SELECT DISTINCT ON (n.queue, n.priority) n.queue, n.priority, n.run_after, n.id
       FROM new_jobs n
@@ -653,25 +649,30 @@ BEGIN
       INSERT INTO pgqueue.ready_floor_below (queue, priority, run_after, id)
       VALUES (v_first.queue, v_first.priority, v_first.run_after, v_first.id);
     END IF;
-    IF v_wake THEN
-      PERFORM pg_notify(pgqueue.channel(v_first.queue), v_first.queue);  -- folds: one per queue
-    END IF;
+    PERFORM pg_notify(pgqueue.channel(v_first.queue), v_first.queue);  -- folds: one per queue
   END LOOP;
   RETURN NULL;
 END
 $$;
 
 -- Once per statement (the seed's trigger fired once per row; migration 0002 drops it). Created
--- here rather than in a migration because it needs the function above; only when missing, so
--- a run that changes nothing takes no lock on the jobs table.
+-- here rather than in a migration because it needs the function above; only when missing or
+-- without its WHEN clause (versions up to 10 called the function to return at once), so a run
+-- that changes nothing takes no lock on the jobs table.
 DO $$
 BEGIN
   IF NOT EXISTS (SELECT FROM pg_catalog.pg_trigger t
-                  WHERE t.tgrelid = 'pgqueue.jobs'::regclass AND t.tgname = 'jobs_notify_insert') THEN
+                  WHERE t.tgrelid = 'pgqueue.jobs'::regclass AND t.tgname = 'jobs_notify_insert'
+                    AND t.tgfoid = 'pgqueue.notify_new_job()'::regprocedure
+                    AND t.tgtype & 1 = 0  -- FOR EACH STATEMENT
+                    AND t.tgqual IS NOT NULL) THEN
+    DROP TRIGGER IF EXISTS jobs_notify_insert ON pgqueue.jobs;
     CREATE TRIGGER jobs_notify_insert
       AFTER INSERT ON pgqueue.jobs
       REFERENCING NEW TABLE AS new_jobs
-      FOR EACH STATEMENT EXECUTE FUNCTION pgqueue.notify_new_job();
+      FOR EACH STATEMENT
+      WHEN (pg_catalog.current_setting('pgqueue.admitting', true) IS DISTINCT FROM 'on')
+      EXECUTE FUNCTION pgqueue.notify_new_job();
   END IF;
 END
 $$;
@@ -713,6 +714,8 @@ $$;
 -- is never deleted): the read cost 6 us of a 30 us enqueue. A job due earlier, or the first of its
 -- priority that this session enqueues, reads its floor as floor_admit does, and makes the
 -- floor when there is none (floor_create).
+-- Calls whose result is not needed are assignments to v_done rather than PERFORMs: a PERFORM
+-- runs a query through the executor (about 1 us each), an assignment evaluates in place.
 -- p_depends_on: ids of jobs it waits for (definitions/77_dependencies.sql has the rules).
 CREATE OR REPLACE FUNCTION pgqueue.enqueue(
   p_queue text,
@@ -739,6 +742,7 @@ DECLARE
   v_above boolean;
   v_committed boolean;
   v_state text := 'ready';
+  v_done text;
 BEGIN
   -- One inline test on the hot path; the helpers (a call each) only run to name the error.
   IF p_queue IS NULL OR p_payload IS NULL OR p_priority IS NULL OR p_run_after IS NULL
@@ -753,10 +757,10 @@ BEGIN
   IF p_depends_on IS NOT NULL THEN
     v_state := pgqueue.dependencies_check(p_depends_on);  -- locks the parents
   END IF;
-  PERFORM pg_advisory_xact_lock_shared(1885434739, hashtext(p_queue));
+  v_done := pg_advisory_xact_lock_shared(1885434739, hashtext(p_queue))::text;
   v_locked_at := clock_timestamp();
   v_run_after := CASE WHEN p_run_after = now() THEN v_locked_at ELSE p_run_after END;
-  PERFORM set_config('pgqueue.admitting', 'on', true);  -- the trigger stands aside
+  v_done := set_config('pgqueue.admitting', 'on', true);  -- the trigger stands aside
   -- Without a key, a plain insert: ON CONFLICT makes an insert speculative, which costs a
   -- WAL record more per row even where the key's index does not apply.
   IF p_idempotency_key IS NULL THEN
@@ -780,14 +784,15 @@ BEGIN
       -- The holder was deleted in between: insert again.
     END LOOP;
   END IF;
-  PERFORM set_config('pgqueue.admitting', 'off', true);
+  v_done := set_config('pgqueue.admitting', 'off', true);
   IF v_state = 'waiting' AND v_inserted THEN
     PERFORM pgqueue.dependencies_add(ARRAY[v_id], p_depends_on);
     v_inserted := false;  -- not ready: nothing to admit under the floors
   END IF;
-  -- Keyed by the floor table too: a schema dropped and installed again has none of them.
-  v_known := 'pgqueue.floor_known_'
-             || md5(p_priority || ' ' || p_queue || ' ' || 'pgqueue.ready_floor'::regclass::oid);
+  -- Keyed by the floor table too: a schema dropped and installed again has none of them. The
+  -- queue's bytes in hex keep the name a valid setting name and distinct for every queue.
+  v_known := 'pgqueue.floor_known_' || to_hex(p_priority) || '_'
+             || 'pgqueue.ready_floor'::regclass::oid || '_' || encode(textsend(p_queue), 'hex');
   -- ('on' only: a transaction that rolled back leaves the setting '', not NULL.)
   IF v_inserted AND (v_run_after < v_locked_at
                      OR current_setting(v_known, true) IS DISTINCT FROM 'on') THEN
@@ -883,9 +888,7 @@ BEGIN
   v_ids := ARRAY(SELECT nextval('pgqueue.jobs_id_seq') FROM generate_series(1, v_n));
   -- Due now: from this call, as enqueue's jobs (a transaction's jobs stay in call order).
   v_run_after := CASE WHEN p_run_after = now() THEN clock_timestamp() ELSE p_run_after END;
-  IF NOT p_wake THEN
-    PERFORM set_config('pgqueue.defer_wake', 'on', true);
-  END IF;
+  PERFORM set_config('pgqueue.admitting', 'on', true);  -- the trigger stands aside
   IF p_idempotency_keys IS NULL THEN
     -- A plain insert, as in enqueue.
     INSERT INTO pgqueue.jobs (id, queue, payload, priority, run_after, max_attempts, state)
@@ -901,16 +904,20 @@ BEGIN
      ORDER BY t.ord
     ON CONFLICT (queue, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING;
   END IF;
-  IF NOT p_wake THEN
-    PERFORM set_config('pgqueue.defer_wake', 'off', true);
-  END IF;
+  PERFORM set_config('pgqueue.admitting', 'off', true);
   IF v_state = 'waiting' THEN  -- the drawn ids: those a key turned away are not jobs
     PERFORM pgqueue.dependencies_add(v_ids, p_depends_on);
+  ELSE
+    -- Every job of the batch has one queue, priority and due time, and the first drawn id is
+    -- the lowest: admitting that one admits them all (one a key turned away is no job, and a
+    -- claim start below a job is harmless).
+    PERFORM pgqueue.floor_admit(p_queue, p_priority, v_run_after, v_ids[1]);
+  END IF;
+  -- (With keys also when every key already existed, as enqueue.)
+  IF p_wake AND (v_state = 'ready' OR p_idempotency_keys IS NOT NULL) THEN
+    PERFORM pg_notify(pgqueue.channel(p_queue), p_queue);
   END IF;
   IF p_idempotency_keys IS NOT NULL THEN
-    IF p_wake THEN
-      PERFORM pgqueue.notify_queue(p_queue);
-    END IF;
     -- A keyed position gets the id of whichever job holds its key (ours or an earlier one).
     v_ids := ARRAY(
       SELECT CASE WHEN t.key IS NULL THEN v_ids[t.ord]

@@ -19,27 +19,23 @@ BEGIN
 END
 $$;
 
--- The insert trigger: any INSERT into pgqueue.jobs (enqueue_batch's, or a direct one) admits
--- its ready jobs below their claim floors and wakes the listeners of each queue that received a
--- ready job, once per statement. Jobs due later wake them too: an idle claimer then learns the
--- new, earlier due time (pgqueue.wait_hint) instead of sleeping through it.
--- enqueue_batch(..., p_wake => false) suppresses the wake-up because its caller calls wake()
--- after commit; enqueue does both itself (pgqueue.admitting). The admission is
--- pgqueue.floor_admit's, written out here: calling it and notify_queue (each SECURITY DEFINER
--- with a SET clause) cost 6 us of 35.
+-- The insert trigger: a direct INSERT into pgqueue.jobs admits its ready jobs below their claim
+-- floors and wakes the listeners of each queue that received a ready job, once per statement.
+-- Jobs due later wake them too: an idle claimer then learns the new, earlier due time
+-- (pgqueue.wait_hint) instead of sleeping through it. enqueue and enqueue_batch do both
+-- themselves (for one queue, priority and due time that is one floor check, not a query over
+-- the statement's rows) and set pgqueue.admitting meanwhile: the trigger's WHEN clause then
+-- skips the call (a call that returned at once still cost an enqueue 3-4 us). The admission is
+-- pgqueue.floor_admit's, written out here for a statement's many rows.
 CREATE OR REPLACE FUNCTION pgqueue.notify_new_job()
 RETURNS trigger
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-  v_wake boolean := current_setting('pgqueue.defer_wake', true) IS DISTINCT FROM 'on';
   v_first record;
   v_above boolean;
 BEGIN
-  IF current_setting('pgqueue.admitting', true) = 'on' THEN
-    RETURN NULL;
-  END IF;
   FOR v_first IN
     SELECT DISTINCT ON (n.queue, n.priority) n.queue, n.priority, n.run_after, n.id
       FROM new_jobs n
@@ -59,25 +55,30 @@ BEGIN
       INSERT INTO pgqueue.ready_floor_below (queue, priority, run_after, id)
       VALUES (v_first.queue, v_first.priority, v_first.run_after, v_first.id);
     END IF;
-    IF v_wake THEN
-      PERFORM pg_notify(pgqueue.channel(v_first.queue), v_first.queue);  -- folds: one per queue
-    END IF;
+    PERFORM pg_notify(pgqueue.channel(v_first.queue), v_first.queue);  -- folds: one per queue
   END LOOP;
   RETURN NULL;
 END
 $$;
 
 -- Once per statement (the seed's trigger fired once per row; migration 0002 drops it). Created
--- here rather than in a migration because it needs the function above; only when missing, so
--- a run that changes nothing takes no lock on the jobs table.
+-- here rather than in a migration because it needs the function above; only when missing or
+-- without its WHEN clause (versions up to 10 called the function to return at once), so a run
+-- that changes nothing takes no lock on the jobs table.
 DO $$
 BEGIN
   IF NOT EXISTS (SELECT FROM pg_catalog.pg_trigger t
-                  WHERE t.tgrelid = 'pgqueue.jobs'::regclass AND t.tgname = 'jobs_notify_insert') THEN
+                  WHERE t.tgrelid = 'pgqueue.jobs'::regclass AND t.tgname = 'jobs_notify_insert'
+                    AND t.tgfoid = 'pgqueue.notify_new_job()'::regprocedure
+                    AND t.tgtype & 1 = 0  -- FOR EACH STATEMENT
+                    AND t.tgqual IS NOT NULL) THEN
+    DROP TRIGGER IF EXISTS jobs_notify_insert ON pgqueue.jobs;
     CREATE TRIGGER jobs_notify_insert
       AFTER INSERT ON pgqueue.jobs
       REFERENCING NEW TABLE AS new_jobs
-      FOR EACH STATEMENT EXECUTE FUNCTION pgqueue.notify_new_job();
+      FOR EACH STATEMENT
+      WHEN (pg_catalog.current_setting('pgqueue.admitting', true) IS DISTINCT FROM 'on')
+      EXECUTE FUNCTION pgqueue.notify_new_job();
   END IF;
 END
 $$;

@@ -13,6 +13,8 @@
 -- is never deleted): the read cost 6 us of a 30 us enqueue. A job due earlier, or the first of its
 -- priority that this session enqueues, reads its floor as floor_admit does, and makes the
 -- floor when there is none (floor_create).
+-- Calls whose result is not needed are assignments to v_done rather than PERFORMs: a PERFORM
+-- runs a query through the executor (about 1 us each), an assignment evaluates in place.
 -- p_depends_on: ids of jobs it waits for (definitions/77_dependencies.sql has the rules).
 CREATE OR REPLACE FUNCTION pgqueue.enqueue(
   p_queue text,
@@ -39,6 +41,7 @@ DECLARE
   v_above boolean;
   v_committed boolean;
   v_state text := 'ready';
+  v_done text;
 BEGIN
   -- One inline test on the hot path; the helpers (a call each) only run to name the error.
   IF p_queue IS NULL OR p_payload IS NULL OR p_priority IS NULL OR p_run_after IS NULL
@@ -53,10 +56,10 @@ BEGIN
   IF p_depends_on IS NOT NULL THEN
     v_state := pgqueue.dependencies_check(p_depends_on);  -- locks the parents
   END IF;
-  PERFORM pg_advisory_xact_lock_shared(1885434739, hashtext(p_queue));
+  v_done := pg_advisory_xact_lock_shared(1885434739, hashtext(p_queue))::text;
   v_locked_at := clock_timestamp();
   v_run_after := CASE WHEN p_run_after = now() THEN v_locked_at ELSE p_run_after END;
-  PERFORM set_config('pgqueue.admitting', 'on', true);  -- the trigger stands aside
+  v_done := set_config('pgqueue.admitting', 'on', true);  -- the trigger stands aside
   -- Without a key, a plain insert: ON CONFLICT makes an insert speculative, which costs a
   -- WAL record more per row even where the key's index does not apply.
   IF p_idempotency_key IS NULL THEN
@@ -80,14 +83,15 @@ BEGIN
       -- The holder was deleted in between: insert again.
     END LOOP;
   END IF;
-  PERFORM set_config('pgqueue.admitting', 'off', true);
+  v_done := set_config('pgqueue.admitting', 'off', true);
   IF v_state = 'waiting' AND v_inserted THEN
     PERFORM pgqueue.dependencies_add(ARRAY[v_id], p_depends_on);
     v_inserted := false;  -- not ready: nothing to admit under the floors
   END IF;
-  -- Keyed by the floor table too: a schema dropped and installed again has none of them.
-  v_known := 'pgqueue.floor_known_'
-             || md5(p_priority || ' ' || p_queue || ' ' || 'pgqueue.ready_floor'::regclass::oid);
+  -- Keyed by the floor table too: a schema dropped and installed again has none of them. The
+  -- queue's bytes in hex keep the name a valid setting name and distinct for every queue.
+  v_known := 'pgqueue.floor_known_' || to_hex(p_priority) || '_'
+             || 'pgqueue.ready_floor'::regclass::oid || '_' || encode(textsend(p_queue), 'hex');
   -- ('on' only: a transaction that rolled back leaves the setting '', not NULL.)
   IF v_inserted AND (v_run_after < v_locked_at
                      OR current_setting(v_known, true) IS DISTINCT FROM 'on') THEN
@@ -183,9 +187,7 @@ BEGIN
   v_ids := ARRAY(SELECT nextval('pgqueue.jobs_id_seq') FROM generate_series(1, v_n));
   -- Due now: from this call, as enqueue's jobs (a transaction's jobs stay in call order).
   v_run_after := CASE WHEN p_run_after = now() THEN clock_timestamp() ELSE p_run_after END;
-  IF NOT p_wake THEN
-    PERFORM set_config('pgqueue.defer_wake', 'on', true);
-  END IF;
+  PERFORM set_config('pgqueue.admitting', 'on', true);  -- the trigger stands aside
   IF p_idempotency_keys IS NULL THEN
     -- A plain insert, as in enqueue.
     INSERT INTO pgqueue.jobs (id, queue, payload, priority, run_after, max_attempts, state)
@@ -201,16 +203,20 @@ BEGIN
      ORDER BY t.ord
     ON CONFLICT (queue, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING;
   END IF;
-  IF NOT p_wake THEN
-    PERFORM set_config('pgqueue.defer_wake', 'off', true);
-  END IF;
+  PERFORM set_config('pgqueue.admitting', 'off', true);
   IF v_state = 'waiting' THEN  -- the drawn ids: those a key turned away are not jobs
     PERFORM pgqueue.dependencies_add(v_ids, p_depends_on);
+  ELSE
+    -- Every job of the batch has one queue, priority and due time, and the first drawn id is
+    -- the lowest: admitting that one admits them all (one a key turned away is no job, and a
+    -- claim start below a job is harmless).
+    PERFORM pgqueue.floor_admit(p_queue, p_priority, v_run_after, v_ids[1]);
+  END IF;
+  -- (With keys also when every key already existed, as enqueue.)
+  IF p_wake AND (v_state = 'ready' OR p_idempotency_keys IS NOT NULL) THEN
+    PERFORM pg_notify(pgqueue.channel(p_queue), p_queue);
   END IF;
   IF p_idempotency_keys IS NOT NULL THEN
-    IF p_wake THEN
-      PERFORM pgqueue.notify_queue(p_queue);
-    END IF;
     -- A keyed position gets the id of whichever job holds its key (ours or an earlier one).
     v_ids := ARRAY(
       SELECT CASE WHEN t.key IS NULL THEN v_ids[t.ord]

@@ -125,6 +125,29 @@ TEST_CASE("a job enqueued due in the past after the floor moved is claimed first
   CHECK(drain(s, "q") == std::vector<std::int64_t>{overdue, later});
 }
 
+// enqueue_batch admits its jobs itself (the insert trigger stands aside): by its first drawn
+// id, also when a key turned that one away.
+TEST_CASE("a batch enqueued due in the past after the floor moved is claimed first", "[floor]") {
+  const bool keyed = GENERATE(false, true);
+  CAPTURE(keyed);
+  scratch_database db;
+  session s(db.dsn());
+  const auto held = s.integer("SELECT pgqueue.enqueue('q', '{}', 'k1')");
+  CHECK(claim_one(s, "q") == held);
+  const auto later = enqueue(s, "q");
+  move_floor(s, "q");
+  const std::string keys = keyed ? "ARRAY['k1', 'k2']" : "NULL";
+  const auto ids = s.query("SELECT unnest(pgqueue.enqueue_batch('q', ARRAY['{}', '{}']::jsonb[], " +
+                           keys + ", 0, now() - interval '1 hour'))");
+  std::vector<std::int64_t> expected;  // the batch's new jobs ('k1' names the claimed one)
+  for (const auto& r : ids) {
+    if (std::stoll(*r[0]) != held) expected.push_back(std::stoll(*r[0]));
+  }
+  REQUIRE(expected.size() == (keyed ? 1u : 2u));
+  expected.push_back(later);
+  CHECK(drain(s, "q") == expected);
+}
+
 namespace {
 
 // The floors and the jobs noted below them, of every queue: "floors|noted".

@@ -90,11 +90,26 @@ TEST_CASE("deferred wake: enqueue with p_wake false notifies only through wake()
   s.query("SELECT pgqueue.wake('q')");
   CHECK(l.drain(2000) == std::vector<std::string>{"q"});
   // The deferral ends with the call: a later direct insert in the same transaction wakes.
+  const auto call = GENERATE(as<std::string>{}, "pgqueue.enqueue('q', '{}', p_wake => false)",
+                             "pgqueue.enqueue_batch('q', ARRAY['{}'::jsonb], p_wake => false)");
+  CAPTURE(call);
   s.query("BEGIN");
-  s.query("SELECT pgqueue.enqueue('q', '{}', p_wake => false)");
+  s.query("SELECT " + call);
   s.query("INSERT INTO pgqueue.jobs (queue, payload) VALUES ('q', '{}')");
   s.query("COMMIT");
   CHECK(l.drain(2000).size() == 1);
+}
+
+TEST_CASE("enqueue_batch wakes listeners, with keys also when every key already existed",
+          "[notify]") {
+  scratch_database db;
+  listener l(db.dsn(), "q");
+  session s(db.dsn());
+  s.query("SELECT pgqueue.enqueue_batch('q', ARRAY['{}', '{}']::jsonb[], ARRAY['a', 'b'])");
+  CHECK(l.drain(2000) == std::vector<std::string>{"q"});
+  s.query("SELECT pgqueue.enqueue_batch('q', ARRAY['{}', '{}']::jsonb[], ARRAY['a', 'b'])");
+  CHECK(l.drain(2000) == std::vector<std::string>{"q"});
+  CHECK(s.integer("SELECT count(*) FROM pgqueue.jobs") == 2);
 }
 
 TEST_CASE("wake() commits asynchronously only when its transaction wrote nothing", "[notify]") {
