@@ -17,8 +17,9 @@
 -- 7 = per-queue totals for rates (pgqueue.queue_summary), claims return when a job was due,
 -- 8 = periodic jobs (pgqueue.schedules), 9 = per-queue concurrency and rate limits, jobs that
 -- wait for other jobs (pgqueue.queue_limits, pgqueue.job_dependencies), 10 = acks count done
--- jobs in their own statement (pgqueue.count_done dropped).
--- This file is version 10.
+-- jobs in their own statement (pgqueue.count_done dropped), 11 = the floor rows say whether
+-- their queue is paused or limited (pgqueue.ready_floor.held).
+-- This file is version 11.
 
 -- READ COMMITTED whatever the session's default: each statement below must see what the
 -- statements before it (and installs before it, once the lock is held) committed; with an older
@@ -59,13 +60,13 @@ BEGIN
       USING ERRCODE = 'insufficient_privilege',
             HINT = 'SET ROLE to the owner first (a superuser may), or connect as the owner.';
   END IF;
-  IF v_from > 10 THEN
-    RAISE EXCEPTION 'pgqueue: the installed schema is version %, newer than this file (version 10)', v_from
+  IF v_from > 11 THEN
+    RAISE EXCEPTION 'pgqueue: the installed schema is version %, newer than this file (version 11)', v_from
       USING ERRCODE = 'object_not_in_prerequisite_state',
             HINT = 'Use the sql/pgqueue.sql shipped with the newer pgqueue; downgrades are refused.';
   END IF;
   PERFORM set_config('pgqueue.migrating_from', v_from::text, true);
-  PERFORM set_config('pgqueue.upgrading', (v_from < 10)::text, true);
+  PERFORM set_config('pgqueue.upgrading', (v_from < 11)::text, true);
 END
 $$;
 
@@ -509,6 +510,30 @@ ON CONFLICT (singleton) DO UPDATE SET version = EXCLUDED.version, installed_at =
 -- ack and ack_batch count done jobs in their own statements now (pgqueue.counter_slot picks the
 -- slot); nothing calls count_done any more.
 DROP FUNCTION IF EXISTS pgqueue.count_done(text[]);
+END
+$migration$;
+
+-- ── migration 0011_floor_holds.sql: runs once, in databases below version 11
+DO $migration$
+BEGIN
+IF current_setting('pgqueue.migrating_from')::int >= 11 THEN
+  RETURN;
+END IF;
+INSERT INTO pgqueue.schema_version (singleton, version) VALUES (true, 11)
+ON CONFLICT (singleton) DO UPDATE SET version = EXCLUDED.version, installed_at = now();
+
+-- Whether a queue is paused or limited, on the floor rows that every claim reads anyway
+-- (pgqueue.ready_floor.held): a claim's first pass looked at paused_queues and queue_limits on
+-- every call, two probes and four relations more per claim transaction. The two tables stay
+-- the truth; `held` only sends a claim to the statement that reads them (definitions/
+-- 40_claim_floors.sql, floor_hold, has the rule that keeps it true while a queue is held).
+-- No pause or limit may change while the rows are set: their tables are locked until the
+-- upgrade commits.
+ALTER TABLE pgqueue.ready_floor ADD COLUMN IF NOT EXISTS held boolean NOT NULL DEFAULT false;
+LOCK TABLE pgqueue.paused_queues, pgqueue.queue_limits IN SHARE MODE;
+UPDATE pgqueue.ready_floor f SET held = true
+ WHERE EXISTS (SELECT FROM pgqueue.paused_queues p WHERE p.queue = f.queue)
+    OR EXISTS (SELECT FROM pgqueue.queue_limits l WHERE l.queue = f.queue);
 END
 $migration$;
 
@@ -1007,11 +1032,57 @@ BEGIN
     RETURN false;
   END IF;
   -- A floor committed since the caller looked (by the lock's previous holder) is at the start
-  -- of time too (no move can have run: the caller holds the floor lock shared).
-  INSERT INTO pgqueue.ready_floor (queue, priority, run_after, id, moved_at)
-  VALUES (p_queue, p_priority, '-infinity', 0, now())
+  -- of time too (no move can have run: the caller holds the floor lock shared). Holding the
+  -- lock, this statement sees every pause and limit committed (see floor_hold).
+  INSERT INTO pgqueue.ready_floor (queue, priority, run_after, id, moved_at, held)
+  VALUES (p_queue, p_priority, '-infinity', 0, now(), pgqueue.queue_held(p_queue))
   ON CONFLICT (queue, priority) DO NOTHING;
   RETURN true;
+END
+$$;
+
+-- Whether p_queue is paused or has limits, as this statement's snapshot sees it.
+CREATE OR REPLACE FUNCTION pgqueue.queue_held(p_queue text)
+RETURNS boolean
+LANGUAGE plpgsql
+STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+  RETURN EXISTS (SELECT FROM pgqueue.paused_queues p WHERE p.queue = p_queue)
+      OR EXISTS (SELECT FROM pgqueue.queue_limits l WHERE l.queue = p_queue);
+END
+$$;
+
+-- Sets `held` on p_queue's floors to whether the queue is paused or limited; pause, resume
+-- and set_queue_limits call it after their change. The rule that keeps `held` true on every
+-- floor of a held queue (claims skip their first pass there, which does not look at pauses or
+-- limits): a floor is made (floor_create) or moved (floor_advance) only under a lock that this
+-- function waits for (the make lock, or the floor lock exclusively), and computes `held` in a
+-- statement after taking it; this function updates the floors in a statement after taking
+-- both. So whichever comes second sees the other's commit: no floor is made or moved from a
+-- snapshot that misses a pause or limit, and none is missed by it. It waits for an open
+-- transaction that made a floor of the queue (rare: the first job of a priority). Only in READ
+-- COMMITTED (22023 otherwise), where each statement sees what committed before it: an older
+-- snapshot could miss a floor made since, which would then never be held.
+CREATE OR REPLACE FUNCTION pgqueue.floor_hold(p_queue text)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  v_held boolean;
+BEGIN
+  IF current_setting('transaction_isolation') <> 'read committed' THEN
+    RAISE EXCEPTION 'pgqueue: pause, resume and set_queue_limits run in READ COMMITTED only'
+      USING ERRCODE = 'invalid_parameter_value',
+            HINT = 'Call it outside the REPEATABLE READ or SERIALIZABLE transaction.';
+  END IF;
+  PERFORM pg_advisory_xact_lock(1885434740, hashtext(p_queue));
+  PERFORM pg_advisory_xact_lock_shared(1885434739, hashtext(p_queue));
+  v_held := pgqueue.queue_held(p_queue);
+  UPDATE pgqueue.ready_floor f SET held = v_held
+   WHERE f.queue = p_queue AND f.held IS DISTINCT FROM v_held;
 END
 $$;
 
@@ -1049,12 +1120,14 @@ DECLARE
   v_bound timestamptz;
   v_run_after timestamptz;
   v_id bigint;
+  v_held boolean;
 BEGIN
   IF current_setting('transaction_isolation') <> 'read committed'
      OR NOT pg_try_advisory_xact_lock(1885434739, hashtext(p_queue)) THEN
     RETURN;
   END IF;
   v_bound := clock_timestamp();
+  v_held := pgqueue.queue_held(p_queue);  -- after the lock (see floor_hold)
   FOR v_start IN SELECT * FROM pgqueue.floor_starts(p_queue) LOOP
     SELECT j.run_after, j.id INTO v_run_after, v_id
       FROM pgqueue.jobs j
@@ -1066,10 +1139,11 @@ BEGIN
       v_run_after := v_bound;
       v_id := 0;
     END IF;
-    INSERT INTO pgqueue.ready_floor AS f (queue, priority, run_after, id, moved_at)
-    VALUES (p_queue, v_start.priority, v_run_after, v_id, now())
+    INSERT INTO pgqueue.ready_floor AS f (queue, priority, run_after, id, moved_at, held)
+    VALUES (p_queue, v_start.priority, v_run_after, v_id, now(), v_held)
     ON CONFLICT (queue, priority) DO UPDATE
-      SET run_after = EXCLUDED.run_after, id = EXCLUDED.id, moved_at = EXCLUDED.moved_at;
+      SET run_after = EXCLUDED.run_after, id = EXCLUDED.id, moved_at = EXCLUDED.moved_at,
+          held = EXCLUDED.held;
   END LOOP;
   DELETE FROM pgqueue.ready_floor_below b WHERE b.queue = p_queue;
 END
@@ -1083,6 +1157,7 @@ $$;
 -- queue's listeners, so idle workers claim at once.
 
 -- Pauses p_queue. True when it was running (false: it was paused already). Changes no job.
+-- READ COMMITTED only (22023 otherwise), as resume (pgqueue.floor_hold says why).
 CREATE OR REPLACE FUNCTION pgqueue.pause(p_queue text)
 RETURNS boolean
 LANGUAGE plpgsql
@@ -1092,7 +1167,11 @@ BEGIN
   PERFORM pgqueue.check_queue_name(p_queue);
   INSERT INTO pgqueue.paused_queues (queue, paused_by) VALUES (p_queue, session_user)
   ON CONFLICT (queue) DO NOTHING;
-  RETURN FOUND;
+  IF NOT FOUND THEN
+    RETURN false;
+  END IF;
+  PERFORM pgqueue.floor_hold(p_queue);
+  RETURN true;
 END
 $$;
 
@@ -1108,6 +1187,7 @@ BEGIN
   IF NOT FOUND THEN
     RETURN false;
   END IF;
+  PERFORM pgqueue.floor_hold(p_queue);
   PERFORM pgqueue.notify_queue(p_queue);
   RETURN true;
 END
@@ -1133,7 +1213,8 @@ $$;
 -- with a full bucket; a changed one keeps its tokens (at most the new burst). Wakes the
 -- queue's listeners, since a limit raised or removed may let idle claimers take jobs now.
 -- Refuses a limit below 1, a period under a millisecond or over a year, or a burst without a
--- rate with 22023 (a NULL period with 22004).
+-- rate with 22023 (a NULL period with 22004), and runs in READ COMMITTED only (22023 otherwise:
+-- pgqueue.floor_hold says why).
 CREATE OR REPLACE FUNCTION pgqueue.set_queue_limits(
   p_queue text,
   p_max_claimed int DEFAULT NULL,
@@ -1187,6 +1268,7 @@ BEGIN
     RETURN false;
   END IF;
   UPDATE pgqueue.queue_limits_changed SET changed_at = now();
+  PERFORM pgqueue.floor_hold(p_queue);
   -- As a place freed: claimers the old limits held may take jobs now.
   PERFORM pg_notify(pgqueue.channel(p_queue), p_queue || E'\nfreed');
   RETURN true;
@@ -1369,6 +1451,7 @@ DECLARE
   v_limited boolean;
   v_paused boolean;
   v_older_snapshot boolean;
+  v_held boolean;
   v_checked boolean := false;
   v_limit int := p_limit;
   v_now timestamptz;
@@ -1448,11 +1531,12 @@ BEGIN
           LIMIT v_limit
             FOR UPDATE SKIP LOCKED) n
        WHERE f.run_after <= now()
-         -- The first pass claims only when the queue is neither paused nor limited and the
-         -- snapshot is this statement's: a one-time filter (the looks run once, before any row).
+         -- The first pass claims only when the queue has floors and none is held (paused or
+         -- limited: floor_hold keeps that true) and the snapshot is this statement's: a
+         -- one-time filter (the look runs once, before any row).
          AND (v_checked
-              OR (NOT EXISTS (SELECT FROM pgqueue.paused_queues pq WHERE pq.queue = p_queue)
-                  AND NOT EXISTS (SELECT FROM pgqueue.queue_limits l WHERE l.queue = p_queue)
+              OR ((SELECT bool_or(h.held) FROM pgqueue.ready_floor h
+                    WHERE h.queue = p_queue) IS FALSE
                   AND current_setting('transaction_isolation') = 'read committed'))
        ORDER BY f.priority DESC
        LIMIT v_limit
@@ -1483,12 +1567,22 @@ BEGIN
     v_checked := true;
     SELECT EXISTS (SELECT FROM pgqueue.paused_queues pq WHERE pq.queue = p_queue),
            EXISTS (SELECT FROM pgqueue.queue_limits l WHERE l.queue = p_queue),
-           current_setting('transaction_isolation') <> 'read committed'
-      INTO v_paused, v_limited, v_older_snapshot;
-    -- Neither limited nor an older snapshot: the first pass found no job due. (A pause or a
-    -- limit lifted between the two statements gives one empty answer, as racing it would.)
-    IF v_paused OR NOT (v_limited OR v_older_snapshot) THEN
+           current_setting('transaction_isolation') <> 'read committed',
+           (SELECT bool_or(h.held) FROM pgqueue.ready_floor h WHERE h.queue = p_queue)
+             IS NOT FALSE
+      INTO v_paused, v_limited, v_older_snapshot, v_held;
+    IF v_paused THEN
       RETURN;
+    END IF;
+    IF NOT (v_limited OR v_older_snapshot) THEN
+      -- Neither limited nor an older snapshot: the first pass found no job due, unless it
+      -- did not run (a floor still held from a pause or limit lifted since, or no floor
+      -- yet): then claim now. (A pause or a limit lifted between the two statements gives
+      -- one empty answer, as racing it would.)
+      IF NOT v_held THEN
+        RETURN;
+      END IF;
+      CONTINUE;
     END IF;
     -- An older snapshot than this statement's (REPEATABLE READ, SERIALIZABLE) may not see limits
     -- set since: locking the row set_queue_limits writes makes such a claim fail (40001) instead.

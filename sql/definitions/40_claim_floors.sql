@@ -71,11 +71,57 @@ BEGIN
     RETURN false;
   END IF;
   -- A floor committed since the caller looked (by the lock's previous holder) is at the start
-  -- of time too (no move can have run: the caller holds the floor lock shared).
-  INSERT INTO pgqueue.ready_floor (queue, priority, run_after, id, moved_at)
-  VALUES (p_queue, p_priority, '-infinity', 0, now())
+  -- of time too (no move can have run: the caller holds the floor lock shared). Holding the
+  -- lock, this statement sees every pause and limit committed (see floor_hold).
+  INSERT INTO pgqueue.ready_floor (queue, priority, run_after, id, moved_at, held)
+  VALUES (p_queue, p_priority, '-infinity', 0, now(), pgqueue.queue_held(p_queue))
   ON CONFLICT (queue, priority) DO NOTHING;
   RETURN true;
+END
+$$;
+
+-- Whether p_queue is paused or has limits, as this statement's snapshot sees it.
+CREATE OR REPLACE FUNCTION pgqueue.queue_held(p_queue text)
+RETURNS boolean
+LANGUAGE plpgsql
+STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+  RETURN EXISTS (SELECT FROM pgqueue.paused_queues p WHERE p.queue = p_queue)
+      OR EXISTS (SELECT FROM pgqueue.queue_limits l WHERE l.queue = p_queue);
+END
+$$;
+
+-- Sets `held` on p_queue's floors to whether the queue is paused or limited; pause, resume
+-- and set_queue_limits call it after their change. The rule that keeps `held` true on every
+-- floor of a held queue (claims skip their first pass there, which does not look at pauses or
+-- limits): a floor is made (floor_create) or moved (floor_advance) only under a lock that this
+-- function waits for (the make lock, or the floor lock exclusively), and computes `held` in a
+-- statement after taking it; this function updates the floors in a statement after taking
+-- both. So whichever comes second sees the other's commit: no floor is made or moved from a
+-- snapshot that misses a pause or limit, and none is missed by it. It waits for an open
+-- transaction that made a floor of the queue (rare: the first job of a priority). Only in READ
+-- COMMITTED (22023 otherwise), where each statement sees what committed before it: an older
+-- snapshot could miss a floor made since, which would then never be held.
+CREATE OR REPLACE FUNCTION pgqueue.floor_hold(p_queue text)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  v_held boolean;
+BEGIN
+  IF current_setting('transaction_isolation') <> 'read committed' THEN
+    RAISE EXCEPTION 'pgqueue: pause, resume and set_queue_limits run in READ COMMITTED only'
+      USING ERRCODE = 'invalid_parameter_value',
+            HINT = 'Call it outside the REPEATABLE READ or SERIALIZABLE transaction.';
+  END IF;
+  PERFORM pg_advisory_xact_lock(1885434740, hashtext(p_queue));
+  PERFORM pg_advisory_xact_lock_shared(1885434739, hashtext(p_queue));
+  v_held := pgqueue.queue_held(p_queue);
+  UPDATE pgqueue.ready_floor f SET held = v_held
+   WHERE f.queue = p_queue AND f.held IS DISTINCT FROM v_held;
 END
 $$;
 
@@ -113,12 +159,14 @@ DECLARE
   v_bound timestamptz;
   v_run_after timestamptz;
   v_id bigint;
+  v_held boolean;
 BEGIN
   IF current_setting('transaction_isolation') <> 'read committed'
      OR NOT pg_try_advisory_xact_lock(1885434739, hashtext(p_queue)) THEN
     RETURN;
   END IF;
   v_bound := clock_timestamp();
+  v_held := pgqueue.queue_held(p_queue);  -- after the lock (see floor_hold)
   FOR v_start IN SELECT * FROM pgqueue.floor_starts(p_queue) LOOP
     SELECT j.run_after, j.id INTO v_run_after, v_id
       FROM pgqueue.jobs j
@@ -130,10 +178,11 @@ BEGIN
       v_run_after := v_bound;
       v_id := 0;
     END IF;
-    INSERT INTO pgqueue.ready_floor AS f (queue, priority, run_after, id, moved_at)
-    VALUES (p_queue, v_start.priority, v_run_after, v_id, now())
+    INSERT INTO pgqueue.ready_floor AS f (queue, priority, run_after, id, moved_at, held)
+    VALUES (p_queue, v_start.priority, v_run_after, v_id, now(), v_held)
     ON CONFLICT (queue, priority) DO UPDATE
-      SET run_after = EXCLUDED.run_after, id = EXCLUDED.id, moved_at = EXCLUDED.moved_at;
+      SET run_after = EXCLUDED.run_after, id = EXCLUDED.id, moved_at = EXCLUDED.moved_at,
+          held = EXCLUDED.held;
   END LOOP;
   DELETE FROM pgqueue.ready_floor_below b WHERE b.queue = p_queue;
 END

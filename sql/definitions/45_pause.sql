@@ -6,6 +6,7 @@
 -- queue's listeners, so idle workers claim at once.
 
 -- Pauses p_queue. True when it was running (false: it was paused already). Changes no job.
+-- READ COMMITTED only (22023 otherwise), as resume (pgqueue.floor_hold says why).
 CREATE OR REPLACE FUNCTION pgqueue.pause(p_queue text)
 RETURNS boolean
 LANGUAGE plpgsql
@@ -15,7 +16,11 @@ BEGIN
   PERFORM pgqueue.check_queue_name(p_queue);
   INSERT INTO pgqueue.paused_queues (queue, paused_by) VALUES (p_queue, session_user)
   ON CONFLICT (queue) DO NOTHING;
-  RETURN FOUND;
+  IF NOT FOUND THEN
+    RETURN false;
+  END IF;
+  PERFORM pgqueue.floor_hold(p_queue);
+  RETURN true;
 END
 $$;
 
@@ -31,6 +36,7 @@ BEGIN
   IF NOT FOUND THEN
     RETURN false;
   END IF;
+  PERFORM pgqueue.floor_hold(p_queue);
   PERFORM pgqueue.notify_queue(p_queue);
   RETURN true;
 END

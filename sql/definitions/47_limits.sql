@@ -18,7 +18,8 @@
 -- with a full bucket; a changed one keeps its tokens (at most the new burst). Wakes the
 -- queue's listeners, since a limit raised or removed may let idle claimers take jobs now.
 -- Refuses a limit below 1, a period under a millisecond or over a year, or a burst without a
--- rate with 22023 (a NULL period with 22004).
+-- rate with 22023 (a NULL period with 22004), and runs in READ COMMITTED only (22023 otherwise:
+-- pgqueue.floor_hold says why).
 CREATE OR REPLACE FUNCTION pgqueue.set_queue_limits(
   p_queue text,
   p_max_claimed int DEFAULT NULL,
@@ -72,6 +73,7 @@ BEGIN
     RETURN false;
   END IF;
   UPDATE pgqueue.queue_limits_changed SET changed_at = now();
+  PERFORM pgqueue.floor_hold(p_queue);
   -- As a place freed: claimers the old limits held may take jobs now.
   PERFORM pg_notify(pgqueue.channel(p_queue), p_queue || E'\nfreed');
   RETURN true;

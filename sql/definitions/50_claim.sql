@@ -112,6 +112,7 @@ DECLARE
   v_limited boolean;
   v_paused boolean;
   v_older_snapshot boolean;
+  v_held boolean;
   v_checked boolean := false;
   v_limit int := p_limit;
   v_now timestamptz;
@@ -191,11 +192,12 @@ BEGIN
           LIMIT v_limit
             FOR UPDATE SKIP LOCKED) n
        WHERE f.run_after <= now()
-         -- The first pass claims only when the queue is neither paused nor limited and the
-         -- snapshot is this statement's: a one-time filter (the looks run once, before any row).
+         -- The first pass claims only when the queue has floors and none is held (paused or
+         -- limited: floor_hold keeps that true) and the snapshot is this statement's: a
+         -- one-time filter (the look runs once, before any row).
          AND (v_checked
-              OR (NOT EXISTS (SELECT FROM pgqueue.paused_queues pq WHERE pq.queue = p_queue)
-                  AND NOT EXISTS (SELECT FROM pgqueue.queue_limits l WHERE l.queue = p_queue)
+              OR ((SELECT bool_or(h.held) FROM pgqueue.ready_floor h
+                    WHERE h.queue = p_queue) IS FALSE
                   AND current_setting('transaction_isolation') = 'read committed'))
        ORDER BY f.priority DESC
        LIMIT v_limit
@@ -226,12 +228,22 @@ BEGIN
     v_checked := true;
     SELECT EXISTS (SELECT FROM pgqueue.paused_queues pq WHERE pq.queue = p_queue),
            EXISTS (SELECT FROM pgqueue.queue_limits l WHERE l.queue = p_queue),
-           current_setting('transaction_isolation') <> 'read committed'
-      INTO v_paused, v_limited, v_older_snapshot;
-    -- Neither limited nor an older snapshot: the first pass found no job due. (A pause or a
-    -- limit lifted between the two statements gives one empty answer, as racing it would.)
-    IF v_paused OR NOT (v_limited OR v_older_snapshot) THEN
+           current_setting('transaction_isolation') <> 'read committed',
+           (SELECT bool_or(h.held) FROM pgqueue.ready_floor h WHERE h.queue = p_queue)
+             IS NOT FALSE
+      INTO v_paused, v_limited, v_older_snapshot, v_held;
+    IF v_paused THEN
       RETURN;
+    END IF;
+    IF NOT (v_limited OR v_older_snapshot) THEN
+      -- Neither limited nor an older snapshot: the first pass found no job due, unless it
+      -- did not run (a floor still held from a pause or limit lifted since, or no floor
+      -- yet): then claim now. (A pause or a limit lifted between the two statements gives
+      -- one empty answer, as racing it would.)
+      IF NOT v_held THEN
+        RETURN;
+      END IF;
+      CONTINUE;
     END IF;
     -- An older snapshot than this statement's (REPEATABLE READ, SERIALIZABLE) may not see limits
     -- set since: locking the row set_queue_limits writes makes such a claim fail (40001) instead.

@@ -17,7 +17,8 @@
 -- 7 = per-queue totals for rates (pgqueue.queue_summary), claims return when a job was due,
 -- 8 = periodic jobs (pgqueue.schedules), 9 = per-queue concurrency and rate limits, jobs that
 -- wait for other jobs (pgqueue.queue_limits, pgqueue.job_dependencies), 10 = acks count done
--- jobs in their own statement (pgqueue.count_done dropped).
+-- jobs in their own statement (pgqueue.count_done dropped), 11 = the floor rows say whether
+-- their queue is paused or limited (pgqueue.ready_floor.held).
 -- This file is version @VERSION@.
 
 -- READ COMMITTED whatever the session's default: each statement below must see what the

@@ -1,11 +1,15 @@
 // pause / resume: a paused queue accepts jobs, hands none out, tells idle claimers nothing is
 // due; resume wakes them. Jobs already claimed finish as usual.
+#include <chrono>
+#include <thread>
+
 #include <catch2/catch.hpp>
 
 #include "support/database.hpp"
 #include "support/role.hpp"
 #include "support/session.hpp"
 #include "support/sql_api.hpp"
+#include "support/wait.hpp"
 
 namespace sql_pause_test {
 
@@ -62,6 +66,70 @@ TEST_CASE("an expired lease comes back during a pause and is claimed after it", 
   auto c = claim(s, "q", "w");
   REQUIRE(c.size() == 1);
   CHECK(c[0].id == id);
+}
+
+// Claims' first pass does not look at pauses: the queue's floors say it (held). A floor made by
+// a transaction still open when the pause ran must be held too, so the pause waits for it.
+TEST_CASE("a pause waits for a transaction making the queue's first floor, which is then held",
+          "[pause]") {
+  scratch_database db;
+  session s(db.dsn());
+  session maker(db.dsn());
+  session pauser(db.dsn());
+  maker.query("BEGIN");
+  enqueue(maker, "q");  // makes q's first floor, committed below
+  std::string error;
+  std::thread t([&] {
+    try {
+      pauser.scalar("SELECT pgqueue.pause('q')");
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+  });
+  const auto pause_waits = wait_until(
+      [&] {
+        return s.integer(
+                   "SELECT count(*) FROM pg_stat_activity WHERE pid = $1 "
+                   "AND wait_event_type = 'Lock'",
+                   {std::to_string(pauser.backend_pid())}) == 1;
+      },
+      std::chrono::seconds(10));
+  maker.query("COMMIT");
+  t.join();
+  CHECK(pause_waits);
+  CHECK(error == "");
+  CHECK(*s.scalar("SELECT string_agg(held::text, ',') FROM pgqueue.ready_floor") == "true");
+  CHECK(claim(s, "q", "w").empty());
+  s.scalar("SELECT pgqueue.resume('q')");
+  CHECK(*s.scalar("SELECT string_agg(held::text, ',') FROM pgqueue.ready_floor") == "false");
+  CHECK(claim(s, "q", "w").size() == 1);
+}
+
+TEST_CASE("a floor still held after its pause was lifted does not keep jobs back", "[pause]") {
+  scratch_database db;
+  session s(db.dsn());
+  const auto id = enqueue(s, "q");
+  s.query("UPDATE pgqueue.ready_floor SET held = true");  // as if a lift had not reached it
+  auto c = claim(s, "q", "w");
+  REQUIRE(c.size() == 1);
+  CHECK(c[0].id == id);
+}
+
+TEST_CASE("pause, resume and set_queue_limits refuse an older snapshot than READ COMMITTED's",
+          "[pause]") {
+  scratch_database db;
+  session s(db.dsn());
+  enqueue(s, "q");
+  for (const char* call : {"pgqueue.pause('q')", "pgqueue.resume('q')",
+                           "pgqueue.set_queue_limits('q', p_max_claimed => 1)"}) {
+    CAPTURE(call);
+    if (std::string(call) == "pgqueue.resume('q')") s.scalar("SELECT pgqueue.pause('q')");
+    s.query("BEGIN ISOLATION LEVEL REPEATABLE READ");
+    CHECK(s.error_of(std::string("SELECT ") + call) == "22023");
+    s.query("ROLLBACK");
+  }
+  CHECK(s.integer("SELECT count(*) FROM pgqueue.queue_limits") == 0);
+  CHECK(*s.scalar("SELECT pgqueue.resume('q')") == "t");  // the pause above, still in force
 }
 
 TEST_CASE("pause and resume: bad names refused, and not for producer or worker roles", "[pause]") {

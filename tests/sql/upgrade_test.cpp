@@ -1,7 +1,8 @@
 // Upgrading in place a database that runs the seed schema (tests/fixtures/seed_schema.sql), the
 // first release, version 2 (tests/fixtures/pgqueue_v2.sql), version 3
 // (tests/fixtures/pgqueue_v3.sql), version 4 (tests/fixtures/pgqueue_v4.sql), version 6
-// (tests/fixtures/pgqueue_v6.sql), version 8 or version 9 (tests/fixtures/pgqueue_v8.sql, _v9.sql).
+// (tests/fixtures/pgqueue_v6.sql), version 8, 9 or 10 (tests/fixtures/pgqueue_v8.sql, _v9.sql,
+// _v10.sql).
 #include <initializer_list>
 
 #include <catch2/catch.hpp>
@@ -38,6 +39,9 @@ std::string v8_file() {
 }
 std::string v9_file() {
   return PGQUEUE_SOURCE_ROOT "/tests/fixtures/pgqueue_v9.sql";
+}
+std::string v10_file() {
+  return PGQUEUE_SOURCE_ROOT "/tests/fixtures/pgqueue_v10.sql";
 }
 
 // Runs the statements one at a time, in order.
@@ -86,7 +90,7 @@ TEST_CASE("the seed upgrades in place keeping every job", "[upgrade]") {
   s.script(read_file(schema_file()));
 
   CHECK(*s.scalar(row_text) == before);
-  CHECK(s.integer("SELECT version FROM pgqueue.schema_version") == 10);
+  CHECK(s.integer("SELECT version FROM pgqueue.schema_version") == current_schema_version);
   // The done job is counted by the new depth view.
   CHECK(s.integer("SELECT count FROM pgqueue.depth WHERE queue = 'mail' AND state = 'done'") == 1);
   CHECK(s.integer("SELECT count FROM pgqueue.depth WHERE queue = 'mail' AND state = 'claimed'") ==
@@ -194,7 +198,7 @@ TEST_CASE("version 2 upgrades in place keeping every job, its holders and its gr
   s.script(read_file(schema_file()));
 
   CHECK(*s.scalar(row_text) == before);
-  CHECK(s.integer("SELECT version FROM pgqueue.schema_version") == 10);
+  CHECK(s.integer("SELECT version FROM pgqueue.schema_version") == current_schema_version);
   CHECK(s.integer("SELECT count FROM pgqueue.depth WHERE queue = 'q' AND state = 'done'") == done);
   // The job a version-2 client holds stays its own: its attempt is the token it fences with.
   CHECK(*s.scalar("SELECT pgqueue.heartbeat(3, 'w', '1 minute', 1)") == "t");
@@ -253,7 +257,7 @@ TEST_CASE("version 3 upgrades in place: every job kept, claims start at floors b
   s.script(read_file(schema_file()));
 
   CHECK(*s.scalar(row_text) == before);
-  CHECK(s.integer("SELECT version FROM pgqueue.schema_version") == 10);
+  CHECK(s.integer("SELECT version FROM pgqueue.schema_version") == current_schema_version);
   // One floor per queue and priority with jobs ready, held or dead, at the bottom for a
   // minute: version 3's code, still running in its sessions, does not note the jobs it makes
   // ready below a floor.
@@ -304,7 +308,7 @@ TEST_CASE("version 4 upgrades in place: every job kept, failures from then on ke
   s.script(read_file(schema_file()));
 
   CHECK(*s.scalar(row_text) == before);
-  CHECK(s.integer("SELECT version FROM pgqueue.schema_version") == 10);
+  CHECK(s.integer("SELECT version FROM pgqueue.schema_version") == current_schema_version);
   CHECK(s.integer("SELECT count(*) FROM pgqueue.jobs WHERE errors IS NOT NULL") == 0);
   // The held job's holder fails it, and the retried one fails again: both recorded from now.
   CHECK(*s.scalar("SELECT pgqueue.nack(2, 'w', 'second', '0 seconds', 1)") == "requeued");
@@ -346,7 +350,7 @@ TEST_CASE(
   s.script(read_file(schema_file()));
 
   CHECK(*s.scalar(row_text) == before);
-  CHECK(s.integer("SELECT version FROM pgqueue.schema_version") == 10);
+  CHECK(s.integer("SELECT version FROM pgqueue.schema_version") == current_schema_version);
   session w(worker.dsn());
   CHECK(*w.scalar("SELECT concat_ws(' ', ready, scheduled, claimed, dead, done, enqueued_total, "
                   "done_total, failed_total) FROM pgqueue.queue_summary() WHERE queue = 'q'") ==
@@ -356,6 +360,30 @@ TEST_CASE(
                   "WHERE run_after <= claimed_at") == "1");
   CHECK(*w.scalar("SELECT pgqueue.nack(3, 'w', 'late')") == "requeued");
   CHECK(w.integer("SELECT failed_total FROM pgqueue.queue_summary()") == 1);
+}
+
+TEST_CASE("version 10 upgrades in place: the floors of paused and limited queues are held",
+          "[upgrade]") {
+  scratch_database db(false);
+  session s(db.dsn());
+  s.script(read_file(v10_file()));
+  run_each(s,
+           {
+               "SELECT pgqueue.enqueue(q, '{}') FROM unnest(ARRAY['run', 'paused', 'limited']) q",
+               "SELECT pgqueue.pause('paused')",
+               "SELECT pgqueue.set_queue_limits('limited', p_max_claimed => 1)",
+           });
+  const auto before = *s.scalar(row_text);
+
+  s.script(read_file(schema_file()));
+
+  CHECK(*s.scalar(row_text) == before);
+  CHECK(s.integer("SELECT version FROM pgqueue.schema_version") == current_schema_version);
+  CHECK(*s.scalar("SELECT string_agg(queue || ' ' || held, ', ' ORDER BY queue) "
+                  "FROM pgqueue.ready_floor") == "limited true, paused true, run false");
+  CHECK(claim(s, "paused", "w").empty());
+  CHECK(claim(s, "limited", "w").size() == 1);
+  CHECK(claim(s, "run", "w").size() == 1);
 }
 
 }  // namespace sql_upgrade_test
@@ -373,9 +401,9 @@ TEST_CASE("every upgrade path ends in the schema a fresh install makes", "[upgra
                              Catch::Contains("function pgqueue.claim_batch(text,text,integer,"
                                              "interval) definer"));
   const std::vector<std::pair<std::string, std::string>> starts = {
-      {"the seed", seed_file()}, {"version 2", v2_file()}, {"version 3", v3_file()},
-      {"version 4", v4_file()},  {"version 6", v6_file()}, {"version 8", v8_file()},
-      {"version 9", v9_file()}};
+      {"the seed", seed_file()}, {"version 2", v2_file()},  {"version 3", v3_file()},
+      {"version 4", v4_file()},  {"version 6", v6_file()},  {"version 8", v8_file()},
+      {"version 9", v9_file()},  {"version 10", v10_file()}};
   for (const auto& [from, file] : starts) {
     INFO("upgraded from " << from);
     scratch_database db(false);

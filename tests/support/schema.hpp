@@ -8,6 +8,9 @@
 
 namespace pgq_test {
 
+// The version this checkout's sql/pgqueue.sql installs (the number of its last migration).
+constexpr int current_schema_version = 11;
+
 // One line per object of the pgqueue schema, sorted: tables with their columns (type, NOT
 // NULL, default) and storage options, constraints, indexes, triggers, views, and functions
 // with their definition, SECURITY DEFINER flag and grants, then the schema version. Nothing
