@@ -1213,8 +1213,8 @@ $$;
 -- whatever they do; a claim beyond a limit returns nothing. Idle claimers do not poll for the
 -- limit to lift: wait_hint tells them when the next token is due, and a job of a
 -- concurrency-limited queue that stops being claimed (ack, nack, release, expiry) wakes the
--- queue's listeners, so the next claim comes at once. A queue without a row pays one probe of
--- that (usually empty) table per claim.
+-- queue's listeners, so the next claim comes at once. A claim of a queue without a row reads
+-- nothing of it: the queue's floors say it is not held (pgqueue.floor_hold).
 
 -- Sets p_queue's limits: p_max_claimed jobs claimed at once (NULL: no such limit), and
 -- p_rate jobs started per p_rate_period with bursts of up to p_burst (NULL p_rate: no rate
