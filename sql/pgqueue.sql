@@ -531,8 +531,38 @@ ON CONFLICT (singleton) DO UPDATE SET version = EXCLUDED.version, installed_at =
 -- upgrade commits. A call of version 10's code already waiting behind this upgrade's lock
 -- that makes a floor runs its old code once through, leaving `held` false; the queue's next
 -- floor move (claims make one within a second) sets it from the tables.
+
+-- Every lock this upgrade takes on the tables clients use, at once and first: the jobs table's
+-- for the insert trigger made again (definitions/20_wakeups.sql), ready_floor's for the column,
+-- the depth view's (replaced on every upgrade), the pause and limit tables read below. Waiting
+-- for one while holding another deadlocked with clients that held the one and wanted the other
+-- (found from outside: under load every client call in flight failed with 40P01, or the upgrade
+-- did). Each try waits at most 50 ms, far below the deadlock check's second, and gives back what
+-- it took when it fails; clients wait meanwhile, none fails.
+DECLARE
+  v_lock_timeout text := current_setting('lock_timeout');
+BEGIN
+  PERFORM set_config('lock_timeout', '50ms', true);
+  FOR v_try IN 1..600 LOOP
+    BEGIN
+      LOCK TABLE pgqueue.jobs, pgqueue.ready_floor IN ACCESS EXCLUSIVE MODE;
+      IF to_regclass('pgqueue.depth') IS NOT NULL THEN  -- (a fresh install makes it later)
+        LOCK TABLE pgqueue.depth IN ACCESS EXCLUSIVE MODE;
+      END IF;
+      LOCK TABLE pgqueue.paused_queues, pgqueue.queue_limits IN SHARE MODE;
+      EXIT;
+    EXCEPTION WHEN lock_not_available THEN
+      IF v_try = 600 THEN
+        RAISE EXCEPTION 'pgqueue: the upgrade could not lock its tables within 30 s'
+          USING ERRCODE = 'lock_not_available',
+                HINT = 'Transactions that use pgqueue''s tables stayed open; nothing changed. '
+                       'Run it again.';
+      END IF;
+    END;
+  END LOOP;
+  PERFORM set_config('lock_timeout', v_lock_timeout, true);
+END;
 ALTER TABLE pgqueue.ready_floor ADD COLUMN IF NOT EXISTS held boolean NOT NULL DEFAULT false;
-LOCK TABLE pgqueue.paused_queues, pgqueue.queue_limits IN SHARE MODE;
 UPDATE pgqueue.ready_floor f SET held = true
  WHERE EXISTS (SELECT FROM pgqueue.paused_queues p WHERE p.queue = f.queue)
     OR EXISTS (SELECT FROM pgqueue.queue_limits l WHERE l.queue = f.queue);
@@ -1035,7 +1065,7 @@ BEGIN
   END IF;
   -- A floor committed since the caller looked (by the lock's previous holder) is at the start
   -- of time too (no move can have run: the caller holds the floor lock shared). Holding the
-  -- lock, this statement sees every pause and limit committed (see floor_hold).
+  -- lock, this statement sees every pause and limit committed (see floor_hold_lock).
   INSERT INTO pgqueue.ready_floor (queue, priority, run_after, id, moved_at, held)
   VALUES (p_queue, p_priority, '-infinity', 0, now(), pgqueue.queue_held(p_queue))
   ON CONFLICT (queue, priority) DO NOTHING;
@@ -1056,24 +1086,24 @@ BEGIN
 END
 $$;
 
--- Sets `held` on p_queue's floors to whether the queue is paused or limited; pause, resume
--- and set_queue_limits call it after their change. The rule that keeps `held` true on every
--- floor of a held queue (claims skip their first pass there, which does not look at pauses or
--- limits): a floor is made (floor_create) or moved (floor_advance) only under a lock that this
--- function waits for (the make lock, or the floor lock exclusively), and computes `held` in a
--- statement after taking it; this function updates the floors in a statement after taking
--- both. So whichever comes second sees the other's commit: no floor is made or moved from a
--- snapshot that misses a pause or limit, and none is missed by it. It waits for an open
--- transaction that made a floor of the queue (rare: the first job of a priority). Only in READ
--- COMMITTED (22023 otherwise), where each statement sees what committed before it: an older
--- snapshot could miss a floor made since, which would then never be held.
-CREATE OR REPLACE FUNCTION pgqueue.floor_hold(p_queue text)
+-- Takes the locks under which pause, resume and set_queue_limits change whether p_queue is held
+-- and then mark its floors (floor_hold): first, before their own writes, so that none of them
+-- holds a row a claim waits for while it waits for a claim's floor lock (a deadlock). The rule
+-- that keeps `held` true on every floor of a held queue (claims skip their first pass there,
+-- which does not look at pauses or limits): a floor is made (floor_create) or moved
+-- (floor_advance) only under a lock that these wait for (the make lock, or the floor lock
+-- exclusively), and computes `held` in a statement after taking it; floor_hold updates the
+-- floors in a statement after both. So whichever comes second sees the other's commit: no floor
+-- is made or moved from a snapshot that misses a pause or limit, and none is missed by it. Waits
+-- for an open transaction that made a floor of the queue (rare: the first job of a priority) or
+-- moved one (a claim as a transaction of its own). Only in READ COMMITTED (22023 otherwise),
+-- where each statement sees what committed before it: an older snapshot could miss a floor made
+-- since, which would then never be held.
+CREATE OR REPLACE FUNCTION pgqueue.floor_hold_lock(p_queue text)
 RETURNS void
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
-DECLARE
-  v_held boolean;
 BEGIN
   IF current_setting('transaction_isolation') <> 'read committed' THEN
     RAISE EXCEPTION 'pgqueue: pause, resume and set_queue_limits run in READ COMMITTED only'
@@ -1082,6 +1112,19 @@ BEGIN
   END IF;
   PERFORM pg_advisory_xact_lock(1885434740, hashtext(p_queue));
   PERFORM pg_advisory_xact_lock_shared(1885434739, hashtext(p_queue));
+END
+$$;
+
+-- Sets `held` on p_queue's floors to whether the queue is paused or limited, after a change
+-- made under floor_hold_lock in this transaction.
+CREATE OR REPLACE FUNCTION pgqueue.floor_hold(p_queue text)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  v_held boolean;
+BEGIN
   v_held := pgqueue.queue_held(p_queue);
   UPDATE pgqueue.ready_floor f SET held = v_held
    WHERE f.queue = p_queue AND f.held IS DISTINCT FROM v_held;
@@ -1129,7 +1172,7 @@ BEGIN
     RETURN;
   END IF;
   v_bound := clock_timestamp();
-  v_held := pgqueue.queue_held(p_queue);  -- after the lock (see floor_hold)
+  v_held := pgqueue.queue_held(p_queue);  -- after the lock (see floor_hold_lock)
   FOR v_start IN SELECT * FROM pgqueue.floor_starts(p_queue) LOOP
     SELECT j.run_after, j.id INTO v_run_after, v_id
       FROM pgqueue.jobs j
@@ -1159,7 +1202,7 @@ $$;
 -- queue's listeners, so idle workers claim at once.
 
 -- Pauses p_queue. True when it was running (false: it was paused already). Changes no job.
--- READ COMMITTED only (22023 otherwise), as resume (pgqueue.floor_hold says why).
+-- READ COMMITTED only (22023 otherwise), as resume (pgqueue.floor_hold_lock says why).
 CREATE OR REPLACE FUNCTION pgqueue.pause(p_queue text)
 RETURNS boolean
 LANGUAGE plpgsql
@@ -1167,12 +1210,16 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
   PERFORM pgqueue.check_queue_name(p_queue);
+  PERFORM pgqueue.floor_hold_lock(p_queue);
   INSERT INTO pgqueue.paused_queues (queue, paused_by) VALUES (p_queue, session_user)
   ON CONFLICT (queue) DO NOTHING;
   IF NOT FOUND THEN
     RETURN false;
   END IF;
   PERFORM pgqueue.floor_hold(p_queue);
+  -- A claim in REPEATABLE READ or SERIALIZABLE whose snapshot predates this pause fails (40001)
+  -- on this row rather than claiming (as for a change of limits).
+  UPDATE pgqueue.queue_limits_changed SET changed_at = now();
   RETURN true;
 END
 $$;
@@ -1185,6 +1232,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
   PERFORM pgqueue.check_queue_name(p_queue);
+  PERFORM pgqueue.floor_hold_lock(p_queue);
   DELETE FROM pgqueue.paused_queues q WHERE q.queue = p_queue;
   IF NOT FOUND THEN
     RETURN false;
@@ -1216,7 +1264,7 @@ $$;
 -- queue's listeners, since a limit raised or removed may let idle claimers take jobs now.
 -- Refuses a limit below 1, a period under a millisecond or over a year, or a burst without a
 -- rate with 22023 (a NULL period with 22004), and runs in READ COMMITTED only (22023 otherwise:
--- pgqueue.floor_hold says why).
+-- pgqueue.floor_hold_lock says why).
 CREATE OR REPLACE FUNCTION pgqueue.set_queue_limits(
   p_queue text,
   p_max_claimed int DEFAULT NULL,
@@ -1244,6 +1292,7 @@ BEGIN
   PERFORM pgqueue.require_valid(p_burst IS NULL OR p_burst >= 1, 'burst must be at least 1');
   PERFORM pgqueue.require_valid(p_burst IS NULL OR p_rate IS NOT NULL,
                                 'burst needs a rate');
+  PERFORM pgqueue.floor_hold_lock(p_queue);
   IF p_max_claimed IS NULL AND p_rate IS NULL THEN
     DELETE FROM pgqueue.queue_limits l WHERE l.queue = p_queue;
   ELSE
@@ -1597,6 +1646,10 @@ BEGIN
       -- committed before this one.
       SELECT l.* INTO v_limits FROM pgqueue.queue_limits l WHERE l.queue = p_queue FOR UPDATE;
       v_limited := FOUND;  -- (removed meanwhile: no limit)
+      -- A pause committed while this claim waited for the row (this statement sees it).
+      IF EXISTS (SELECT FROM pgqueue.paused_queues pq WHERE pq.queue = p_queue) THEN
+        RETURN;
+      END IF;
     END IF;
     IF v_limited THEN
       -- The lease counts from now, not from the transaction's start: this claim may have waited

@@ -72,7 +72,7 @@ BEGIN
   END IF;
   -- A floor committed since the caller looked (by the lock's previous holder) is at the start
   -- of time too (no move can have run: the caller holds the floor lock shared). Holding the
-  -- lock, this statement sees every pause and limit committed (see floor_hold).
+  -- lock, this statement sees every pause and limit committed (see floor_hold_lock).
   INSERT INTO pgqueue.ready_floor (queue, priority, run_after, id, moved_at, held)
   VALUES (p_queue, p_priority, '-infinity', 0, now(), pgqueue.queue_held(p_queue))
   ON CONFLICT (queue, priority) DO NOTHING;
@@ -93,24 +93,24 @@ BEGIN
 END
 $$;
 
--- Sets `held` on p_queue's floors to whether the queue is paused or limited; pause, resume
--- and set_queue_limits call it after their change. The rule that keeps `held` true on every
--- floor of a held queue (claims skip their first pass there, which does not look at pauses or
--- limits): a floor is made (floor_create) or moved (floor_advance) only under a lock that this
--- function waits for (the make lock, or the floor lock exclusively), and computes `held` in a
--- statement after taking it; this function updates the floors in a statement after taking
--- both. So whichever comes second sees the other's commit: no floor is made or moved from a
--- snapshot that misses a pause or limit, and none is missed by it. It waits for an open
--- transaction that made a floor of the queue (rare: the first job of a priority). Only in READ
--- COMMITTED (22023 otherwise), where each statement sees what committed before it: an older
--- snapshot could miss a floor made since, which would then never be held.
-CREATE OR REPLACE FUNCTION pgqueue.floor_hold(p_queue text)
+-- Takes the locks under which pause, resume and set_queue_limits change whether p_queue is held
+-- and then mark its floors (floor_hold): first, before their own writes, so that none of them
+-- holds a row a claim waits for while it waits for a claim's floor lock (a deadlock). The rule
+-- that keeps `held` true on every floor of a held queue (claims skip their first pass there,
+-- which does not look at pauses or limits): a floor is made (floor_create) or moved
+-- (floor_advance) only under a lock that these wait for (the make lock, or the floor lock
+-- exclusively), and computes `held` in a statement after taking it; floor_hold updates the
+-- floors in a statement after both. So whichever comes second sees the other's commit: no floor
+-- is made or moved from a snapshot that misses a pause or limit, and none is missed by it. Waits
+-- for an open transaction that made a floor of the queue (rare: the first job of a priority) or
+-- moved one (a claim as a transaction of its own). Only in READ COMMITTED (22023 otherwise),
+-- where each statement sees what committed before it: an older snapshot could miss a floor made
+-- since, which would then never be held.
+CREATE OR REPLACE FUNCTION pgqueue.floor_hold_lock(p_queue text)
 RETURNS void
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
-DECLARE
-  v_held boolean;
 BEGIN
   IF current_setting('transaction_isolation') <> 'read committed' THEN
     RAISE EXCEPTION 'pgqueue: pause, resume and set_queue_limits run in READ COMMITTED only'
@@ -119,6 +119,19 @@ BEGIN
   END IF;
   PERFORM pg_advisory_xact_lock(1885434740, hashtext(p_queue));
   PERFORM pg_advisory_xact_lock_shared(1885434739, hashtext(p_queue));
+END
+$$;
+
+-- Sets `held` on p_queue's floors to whether the queue is paused or limited, after a change
+-- made under floor_hold_lock in this transaction.
+CREATE OR REPLACE FUNCTION pgqueue.floor_hold(p_queue text)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  v_held boolean;
+BEGIN
   v_held := pgqueue.queue_held(p_queue);
   UPDATE pgqueue.ready_floor f SET held = v_held
    WHERE f.queue = p_queue AND f.held IS DISTINCT FROM v_held;
@@ -166,7 +179,7 @@ BEGIN
     RETURN;
   END IF;
   v_bound := clock_timestamp();
-  v_held := pgqueue.queue_held(p_queue);  -- after the lock (see floor_hold)
+  v_held := pgqueue.queue_held(p_queue);  -- after the lock (see floor_hold_lock)
   FOR v_start IN SELECT * FROM pgqueue.floor_starts(p_queue) LOOP
     SELECT j.run_after, j.id INTO v_run_after, v_id
       FROM pgqueue.jobs j

@@ -19,7 +19,7 @@
 -- queue's listeners, since a limit raised or removed may let idle claimers take jobs now.
 -- Refuses a limit below 1, a period under a millisecond or over a year, or a burst without a
 -- rate with 22023 (a NULL period with 22004), and runs in READ COMMITTED only (22023 otherwise:
--- pgqueue.floor_hold says why).
+-- pgqueue.floor_hold_lock says why).
 CREATE OR REPLACE FUNCTION pgqueue.set_queue_limits(
   p_queue text,
   p_max_claimed int DEFAULT NULL,
@@ -47,6 +47,7 @@ BEGIN
   PERFORM pgqueue.require_valid(p_burst IS NULL OR p_burst >= 1, 'burst must be at least 1');
   PERFORM pgqueue.require_valid(p_burst IS NULL OR p_rate IS NOT NULL,
                                 'burst needs a rate');
+  PERFORM pgqueue.floor_hold_lock(p_queue);
   IF p_max_claimed IS NULL AND p_rate IS NULL THEN
     DELETE FROM pgqueue.queue_limits l WHERE l.queue = p_queue;
   ELSE

@@ -256,6 +256,10 @@ BEGIN
       -- committed before this one.
       SELECT l.* INTO v_limits FROM pgqueue.queue_limits l WHERE l.queue = p_queue FOR UPDATE;
       v_limited := FOUND;  -- (removed meanwhile: no limit)
+      -- A pause committed while this claim waited for the row (this statement sees it).
+      IF EXISTS (SELECT FROM pgqueue.paused_queues pq WHERE pq.queue = p_queue) THEN
+        RETURN;
+      END IF;
     END IF;
     IF v_limited THEN
       -- The lease counts from now, not from the transaction's start: this claim may have waited

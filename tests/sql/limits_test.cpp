@@ -12,6 +12,7 @@
 #include "support/role.hpp"
 #include "support/session.hpp"
 #include "support/sql_api.hpp"
+#include "support/wait.hpp"
 
 namespace sql_limits_test {
 
@@ -267,6 +268,49 @@ TEST_CASE("bad limits are refused with 22023 and store nothing; only the owner s
   CHECK(claim(as_worker, "q", "w", 2).size() == 1);
   CHECK(hint(as_worker, "q") == "false -");
   CHECK(as_worker.integer("SELECT count(*) FROM pgqueue.limits()") == 1);
+}
+
+// set_queue_limits takes the floor locks before it writes the queue's row: written the other
+// way round, it held the row while waiting for the floor lock of a claim that had just moved
+// the floors and was waiting for that row (40P01 after a second, found from outside).
+TEST_CASE("set_queue_limits and claims of the limited queue do not deadlock", "[limits]") {
+  scratch_database db;
+  session s(db.dsn());
+  session claimer(db.dsn());
+  session setter(db.dsn());
+  s.query("SELECT pgqueue.set_queue_limits('lq', 5)");
+  enqueue_n(s, "lq", 10);
+  // As a claim that has just moved the queue's floors: the floor lock held exclusively.
+  claimer.query("BEGIN");
+  claimer.query("SELECT pgqueue.floor_advance('lq')");
+  std::string set_error;
+  std::thread set([&] {
+    try {
+      setter.query("SELECT pgqueue.set_queue_limits('lq', 4)");
+    } catch (const sql_error& e) {
+      set_error = e.sqlstate;
+    }
+  });
+  CHECK(wait_until(
+      [&] {
+        return s.integer(
+                   "SELECT count(*) FROM pg_stat_activity WHERE pid = $1 "
+                   "AND wait_event_type = 'Lock'",
+                   {std::to_string(setter.backend_pid())}) == 1;
+      },
+      std::chrono::seconds(10)));
+  // The claim then takes the queue's row, which the setter must not be holding.
+  std::string claim_error;
+  try {
+    CHECK(claim(claimer, "lq", "w").size() == 1);
+  } catch (const sql_error& e) {
+    claim_error = e.sqlstate;
+  }
+  claimer.query(claim_error.empty() ? "COMMIT" : "ROLLBACK");
+  set.join();
+  CHECK(claim_error == "");
+  CHECK(set_error == "");
+  CHECK(s.integer("SELECT max_claimed FROM pgqueue.queue_limits WHERE queue = 'lq'") == 4);
 }
 
 }  // namespace sql_limits_test
