@@ -132,6 +132,20 @@ TEST_CASE("pause, resume and set_queue_limits refuse an older snapshot than READ
   CHECK(*s.scalar("SELECT pgqueue.resume('q')") == "t");  // the pause above, still in force
 }
 
+TEST_CASE("a REPEATABLE READ claim whose snapshot predates a pause fails instead of claiming",
+          "[pause]") {
+  scratch_database db;
+  session s(db.dsn());
+  session rr(db.dsn());
+  enqueue(s, "q");
+  rr.query("BEGIN ISOLATION LEVEL REPEATABLE READ");
+  rr.query("SELECT 1");  // the snapshot: no pause in it
+  CHECK(*s.scalar("SELECT pgqueue.pause('q')") == "t");
+  CHECK(rr.error_of("SELECT * FROM pgqueue.claim_batch('q', 'rr', 5)") == "40001");
+  rr.query("ROLLBACK");
+  CHECK(s.integer("SELECT count(*) FROM pgqueue.jobs WHERE state = 'ready'") == 1);
+}
+
 TEST_CASE("pause and resume: bad names refused, and not for producer or worker roles", "[pause]") {
   scratch_database db;
   session s(db.dsn());
