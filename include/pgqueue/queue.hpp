@@ -159,7 +159,8 @@ class queue {
   /// hands none out until `resume()`; jobs already claimed run on and finish as usual, and
   /// idle claimers wait without polling. True when it was running. One round trip. Needs the
   /// schema owner's rights (`pgqueue.pause` is not granted to producer or worker roles):
-  /// SQLSTATE 42501 otherwise; 22023 for a bad queue name.
+  /// SQLSTATE 42501 otherwise; 22023 for a bad queue name, or on a session whose default
+  /// isolation is REPEATABLE READ or SERIALIZABLE (pgqueue.pause runs in READ COMMITTED only).
   asio::awaitable<bool> pause();
 
   /// Resumes a paused queue and wakes its idle claimers at once (at commit). True when it was

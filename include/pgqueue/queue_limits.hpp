@@ -35,8 +35,8 @@ struct queue_limits {
 /// One round trip; runs `pgqueue.set_queue_limits`, which only the schema's owner may call
 /// unless granted. Replaces every limit the queue had: a member left empty removes that
 /// limit. Throws the server's 22023 for a limit below 1, a period outside 1 ms to 1 year, a
-/// burst without a rate or a bad queue name (nothing stored); 40001 when the call ran in a
-/// transaction whose snapshot is older than another change of the queue's limits.
+/// burst without a rate or a bad queue name (nothing stored), and on a session whose default
+/// isolation is REPEATABLE READ or SERIALIZABLE (the function runs in READ COMMITTED only).
 asio::awaitable<bool> set_queue_limits(database& db, const queue_limits& l);
 
 /// Where a limited queue stands (`pgqueue.limits()`).
