@@ -41,13 +41,6 @@ std::shared_ptr<started> start(const asio::any_io_executor& ex, asio::awaitable<
   return s;
 }
 
-// Whether backend `pid` is blocked on a lock: its request is certainly in flight.
-bool waits_on_lock(session& admin, int pid) {
-  return admin.integer(
-             "SELECT count(*) FROM pg_stat_activity WHERE pid = $1 AND wait_event_type = 'Lock'",
-             {std::to_string(pid)}) == 1;
-}
-
 // Waits until backend `pid` is blocked on a lock.
 asio::awaitable<bool> blocked_on_lock(session& admin, int pid) {
   co_return co_await eventually([&] { return waits_on_lock(admin, pid); });

@@ -65,13 +65,6 @@ void kill(session& s, const std::string& queue, std::int64_t id) {
                     {std::to_string(id), std::to_string(got[0].lease_token)}) == "dead");
 }
 
-// Whether the backend `pid` waits for a lock.
-bool waits_for_lock(session& watcher, int pid) {
-  return watcher.integer(
-             "SELECT count(*) FROM pg_stat_activity WHERE pid = $1 AND wait_event_type = 'Lock'",
-             {std::to_string(pid)}) == 1;
-}
-
 // Runs `sql` on `s` in a thread, waits until it blocks on a lock, runs `unblock`, and joins.
 void blocked_then(session& s, const std::string& sql, const std::vector<value>& params,
                   session& watcher, const std::function<void()>& unblock) {
@@ -81,7 +74,7 @@ void blocked_then(session& s, const std::string& sql, const std::vector<value>& 
     finished = true;
   });
   const bool blocked =
-      wait_until([&] { return finished.load() || waits_for_lock(watcher, s.backend_pid()); },
+      wait_until([&] { return finished.load() || waits_on_lock(watcher, s.backend_pid()); },
                  std::chrono::seconds(10));
   const bool finished_early = finished.load();
   unblock();
@@ -364,7 +357,7 @@ TEST_CASE("an ack racing an enqueue of a child: the child is ready exactly when 
       finished = true;
     });
     const bool blocked = wait_until(
-        [&] { return finished.load() || waits_for_lock(watcher, producer.backend_pid()); },
+        [&] { return finished.load() || waits_on_lock(watcher, producer.backend_pid()); },
         std::chrono::seconds(10));
     CHECK_FALSE(finished.load());
     acker.query("COMMIT");
@@ -423,7 +416,7 @@ TEST_CASE("an enqueue waiting for a job an ack releases does not deadlock with t
     finished = true;
   });
   const bool blocked =
-      wait_until([&] { return finished.load() || waits_for_lock(watcher, producer.backend_pid()); },
+      wait_until([&] { return finished.load() || waits_on_lock(watcher, producer.backend_pid()); },
                  std::chrono::seconds(10));
   CHECK_FALSE(finished.load());
   acker.query("SELECT pgqueue.ack($1, 'w', $2)",

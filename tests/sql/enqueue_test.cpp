@@ -6,6 +6,7 @@
 #include "support/database.hpp"
 #include "support/session.hpp"
 #include "support/sql_api.hpp"
+#include "support/wait.hpp"
 
 namespace sql_enqueue_test {
 
@@ -56,13 +57,8 @@ TEST_CASE("concurrent enqueues with one key both return the same id", "[enqueue]
     }
   });
   // The second call is blocked on the first's key until the first commits.
-  for (int i = 0; i < 500; ++i) {
-    if (first.integer(
-            "SELECT count(*) FROM pg_stat_activity WHERE pid = $1 AND wait_event_type = 'Lock'",
-            {std::to_string(second.backend_pid())}) == 1)
-      break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  wait_until([&] { return waits_on_lock(first, second.backend_pid()); }, std::chrono::seconds(5),
+             std::chrono::milliseconds(10));
   first.query("COMMIT");
   t.join();
   CHECK(error == "");

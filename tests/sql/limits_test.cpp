@@ -291,14 +291,8 @@ TEST_CASE("set_queue_limits and claims of the limited queue do not deadlock", "[
       set_error = e.sqlstate;
     }
   });
-  CHECK(wait_until(
-      [&] {
-        return s.integer(
-                   "SELECT count(*) FROM pg_stat_activity WHERE pid = $1 "
-                   "AND wait_event_type = 'Lock'",
-                   {std::to_string(setter.backend_pid())}) == 1;
-      },
-      std::chrono::seconds(10)));
+  CHECK(
+      wait_until([&] { return waits_on_lock(s, setter.backend_pid()); }, std::chrono::seconds(10)));
   // The claim then takes the queue's row, which the setter must not be holding.
   std::string claim_error;
   try {

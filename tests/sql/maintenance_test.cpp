@@ -64,14 +64,9 @@ TEST_CASE("gc folding the done counters never drops an ack committed meanwhile",
   session watcher(db.dsn());
   // Either it finished (it skipped the locked shard) or it waits for the acker's lock (the
   // flaw: it would then delete the shard the acker just updated).
-  const bool settled = wait_until(
-      [&] {
-        return finished.load() || watcher.integer(
-                                      "SELECT count(*) FROM pg_stat_activity WHERE pid = $1 "
-                                      "AND wait_event_type = 'Lock'",
-                                      {std::to_string(collector_pid)}) == 1;
-      },
-      std::chrono::seconds(10));
+  const bool settled =
+      wait_until([&] { return finished.load() || waits_on_lock(watcher, collector_pid); },
+                 std::chrono::seconds(10));
   acker.query("COMMIT");
   gc.join();
   REQUIRE(settled);

@@ -86,14 +86,8 @@ TEST_CASE("a pause waits for a transaction making the queue's first floor, which
       error = e.what();
     }
   });
-  const auto pause_waits = wait_until(
-      [&] {
-        return s.integer(
-                   "SELECT count(*) FROM pg_stat_activity WHERE pid = $1 "
-                   "AND wait_event_type = 'Lock'",
-                   {std::to_string(pauser.backend_pid())}) == 1;
-      },
-      std::chrono::seconds(10));
+  const auto pause_waits =
+      wait_until([&] { return waits_on_lock(s, pauser.backend_pid()); }, std::chrono::seconds(10));
   maker.query("COMMIT");
   t.join();
   CHECK(pause_waits);

@@ -152,4 +152,10 @@ std::int64_t count_jobs(session& s, const std::string& state, const std::string&
                    {state, queue});
 }
 
+bool waits_on_lock(session& watcher, int pid) {
+  return watcher.integer(
+             "SELECT count(*) FROM pg_stat_activity WHERE pid = $1 AND wait_event_type = 'Lock'",
+             {std::to_string(pid)}) == 1;
+}
+
 }  // namespace pgq_test

@@ -54,6 +54,10 @@ class session {
   PGconn* conn_;
 };
 
+// Whether backend `pid` waits for a lock (pg_stat_activity, read through `watcher`): a request
+// it sent is certainly in flight, blocked.
+bool waits_on_lock(session& watcher, int pid);
+
 // A job's row as the tests look at it.
 struct job_row {
   std::int64_t id = 0;
