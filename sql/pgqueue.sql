@@ -686,6 +686,7 @@ AS $$
 DECLARE
   v_first record;
   v_above boolean;
+  v_locked_at timestamptz;
 BEGIN
   FOR v_first IN
     SELECT DISTINCT ON (n.queue, n.priority) n.queue, n.priority, n.run_after, n.id
@@ -694,11 +695,18 @@ BEGIN
      ORDER BY n.queue, n.priority, n.run_after, n.id
   LOOP
     -- As floor_admit (see there for why the lock comes first and when a job is noted).
-    PERFORM pg_advisory_xact_lock_shared(1885434739, hashtext(v_first.queue));
+    IF pg_try_advisory_xact_lock_shared(1885434739, hashtext(v_first.queue)) THEN
+      v_locked_at := NULL;
+    ELSE
+      PERFORM pg_advisory_xact_lock_shared(1885434741, hashtext(v_first.queue));
+      v_locked_at := clock_timestamp();  -- a move's transaction is open
+    END IF;
     SELECT (v_first.run_after, v_first.id) >= (f.run_after, f.id) INTO v_above
       FROM pgqueue.ready_floor f
      WHERE f.queue = v_first.queue AND f.priority = v_first.priority;
-    IF v_above IS NULL AND pgqueue.floor_create(v_first.queue, v_first.priority) THEN
+    IF v_locked_at IS NOT NULL THEN
+      v_above := v_above AND v_first.run_after >= v_locked_at;
+    ELSIF v_above IS NULL AND pgqueue.floor_create(v_first.queue, v_first.priority) THEN
       v_above := true;
     END IF;
     IF NOT coalesce(v_above AND (current_setting('transaction_isolation') = 'read committed'
@@ -800,6 +808,7 @@ DECLARE
   v_committed boolean;
   v_state text := 'ready';
   v_done text;
+  v_moving boolean := false;
 BEGIN
   -- One inline test on the hot path; the helpers (a call each) only run to name the error.
   IF p_queue IS NULL OR p_payload IS NULL OR p_priority IS NULL OR p_run_after IS NULL
@@ -814,7 +823,11 @@ BEGIN
   IF p_depends_on IS NOT NULL THEN
     v_state := pgqueue.dependencies_check(p_depends_on);  -- locks the parents
   END IF;
-  v_done := pg_advisory_xact_lock_shared(1885434739, hashtext(p_queue))::text;
+  IF NOT pg_try_advisory_xact_lock_shared(1885434739, hashtext(p_queue)) THEN
+    -- A floor move's transaction is open: not waiting for it (see 40_claim_floors.sql).
+    v_done := pg_advisory_xact_lock_shared(1885434741, hashtext(p_queue))::text;
+    v_moving := true;
+  END IF;
   v_locked_at := clock_timestamp();
   v_run_after := CASE WHEN p_run_after = now() THEN v_locked_at ELSE p_run_after END;
   v_done := set_config('pgqueue.admitting', 'on', true);  -- the trigger stands aside
@@ -858,7 +871,10 @@ BEGIN
       INTO v_above, v_committed
       FROM pgqueue.ready_floor f
      WHERE f.queue = p_queue AND f.priority = p_priority;
-    IF v_above IS NULL AND pgqueue.floor_create(p_queue, p_priority) THEN
+    IF v_moving THEN
+      -- The open move may put the floor above a job due before v_locked_at, and makes none.
+      v_above := v_above AND v_run_after >= v_locked_at;
+    ELSIF v_above IS NULL AND pgqueue.floor_create(p_queue, p_priority) THEN
       v_above := true;  -- the new floor is at the start of time
     END IF;
     -- Remembered only for a floor that another transaction made or moved (its moved_at is not
@@ -997,11 +1013,19 @@ $$;
 -- the job is below the queue's floor (or its priority has none), notes it in
 -- pgqueue.ready_floor_below. A floor moves up only under the same lock in exclusive mode (not
 -- waiting for it: the move is skipped while any such transaction is open, and a later claim
--- tries again), to what a snapshot taken under the lock sees, and never above the time of the
--- move. So no job is passed: one whose transaction was open during a move is noted below when
--- it is written after it; one written before it is seen by it. The lock is an advisory lock in
--- the two-int space (1885434739 = 'pgqs', and the queue's hash), apart from applications'
--- one-bigint advisory locks; two queues sharing a hash only share the lock.
+-- tries again), to what a snapshot taken under the lock sees, and never above the time read
+-- before the move took the lock. So no job is passed: one whose transaction was open during a
+-- move is noted below when it is written after it; one written before it is seen by it.
+-- A move holds the lock until its transaction ends, which may be long (a claim as the first
+-- statement of a longer transaction). Whoever makes a job ready does not wait for that: when
+-- the lock is taken exclusively it holds the queue's pending lock in shared mode instead, until
+-- its transaction ends (so the next move is skipped while it is open, as above), and notes its
+-- job below unless the job is due no earlier than the time read after that (the open move's
+-- floor stays below that time) and its priority has a floor (the open move makes none that it
+-- does not know of). A move takes that lock exclusively only for a moment, so it never waits.
+-- The locks are advisory locks in the two-int space (1885434739 = 'pgqs', 1885434741 = 'pgqu'
+-- for pending, and the queue's hash), apart from applications' one-bigint advisory locks; two
+-- queues sharing a hash only share the locks.
 
 -- Admits a job made ready at (p_run_after, p_id) in claim order (a nack, release, reset or
 -- retry of a job that was ready before, or a waiting job whose parents are done), after its
@@ -1010,7 +1034,9 @@ $$;
 -- time, and none runs while the lock is held), so it needs only the floor to exist: one index
 -- probe. Otherwise the floor is read, and made when there is none (floor_create); rarely a
 -- write. In REPEATABLE READ or SERIALIZABLE the snapshot may predate a move, so there such a
--- job is always noted (unless due later under a floor its snapshot sees).
+-- job is always noted (unless due later under a floor its snapshot sees). While a move's
+-- transaction is open: the pending lock instead, and the job noted unless due later under a
+-- floor (see the top of this file).
 CREATE OR REPLACE FUNCTION pgqueue.floor_admit(
   p_queue text, p_priority int, p_run_after timestamptz, p_id bigint)
 RETURNS void
@@ -1019,13 +1045,22 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
   v_above boolean;
+  v_moving boolean := false;
 BEGIN
-  PERFORM pg_advisory_xact_lock_shared(1885434739, hashtext(p_queue));
+  IF NOT pg_try_advisory_xact_lock_shared(1885434739, hashtext(p_queue)) THEN
+    PERFORM pg_advisory_xact_lock_shared(1885434741, hashtext(p_queue));
+    v_moving := true;
+  END IF;
   -- (A waiting job was never admitted: its queue and priority may have no floor, and a job
   -- due later in a priority without one was never claimed.)
   IF p_run_after >= clock_timestamp()
      AND EXISTS (SELECT FROM pgqueue.ready_floor f
                   WHERE f.queue = p_queue AND f.priority = p_priority) THEN
+    RETURN;
+  END IF;
+  IF v_moving THEN
+    INSERT INTO pgqueue.ready_floor_below (queue, priority, run_after, id)
+    VALUES (p_queue, p_priority, p_run_after, p_id);
     RETURN;
   END IF;
   -- In READ COMMITTED this statement's snapshot is taken after the lock: any move is in it.
@@ -1148,13 +1183,14 @@ AS $$
    ORDER BY x.priority DESC, x.run_after, x.id
 $$;
 
--- Moves each floor of p_queue up to its first ready job, or to the current time when that is
--- later (or there is none), and folds in the jobs noted below; does nothing when a transaction
--- that makes jobs of the queue ready is open (a later claim tries again). It reads the dead
--- entries between the old floor and the first ready job once, so that claims do not. Holds the
--- floor lock until the caller's transaction ends, which holds back the queue's enqueues until
--- then: claims call it only as a statement of its own. Only in READ COMMITTED: an older
--- snapshot could miss a job committed since.
+-- Moves each floor of p_queue up to its first ready job, or to the time read before the lock
+-- when that is later (or there is none), and folds in the jobs noted below that it saw; does
+-- nothing when a transaction that makes jobs of the queue ready is open (a later claim tries
+-- again). It reads the dead entries between the old floor and the first ready job once, so that
+-- claims do not. Holds the floor lock until the caller's transaction ends: the queue's
+-- producers do not wait for it, but the next move and pause, resume and set_queue_limits do, so
+-- claims call it only as a statement of its own. Only in READ COMMITTED: an older snapshot
+-- could miss a job committed since.
 CREATE OR REPLACE FUNCTION pgqueue.floor_advance(p_queue text)
 RETURNS void
 LANGUAGE plpgsql
@@ -1166,12 +1202,24 @@ DECLARE
   v_run_after timestamptz;
   v_id bigint;
   v_held boolean;
+  v_notes tid[];
 BEGIN
+  -- Before the lock: a producer that finds the lock taken reads its time after that.
+  v_bound := clock_timestamp();
   IF current_setting('transaction_isolation') <> 'read committed'
      OR NOT pg_try_advisory_xact_lock(1885434739, hashtext(p_queue)) THEN
     RETURN;
   END IF;
-  v_bound := clock_timestamp();
+  -- A producer that did not wait for the previous move is still open. (Taken and given back in
+  -- one expression: no interrupt between them can leave it taken for the session.)
+  IF NOT (pg_try_advisory_lock(1885434741, hashtext(p_queue))
+          AND pg_advisory_unlock(1885434741, hashtext(p_queue))) THEN
+    RETURN;
+  END IF;
+  -- The notes this move folds in: those committed before its reads of the jobs. (Each statement
+  -- here sees what committed before it; a note committed later, by a producer that did not
+  -- wait, may be of a job those reads missed.)
+  v_notes := ARRAY(SELECT b.ctid FROM pgqueue.ready_floor_below b WHERE b.queue = p_queue);
   v_held := pgqueue.queue_held(p_queue);  -- after the lock (see floor_hold_lock)
   FOR v_start IN SELECT * FROM pgqueue.floor_starts(p_queue) LOOP
     SELECT j.run_after, j.id INTO v_run_after, v_id
@@ -1190,7 +1238,7 @@ BEGIN
       SET run_after = EXCLUDED.run_after, id = EXCLUDED.id, moved_at = EXCLUDED.moved_at,
           held = EXCLUDED.held;
   END LOOP;
-  DELETE FROM pgqueue.ready_floor_below b WHERE b.queue = p_queue;
+  DELETE FROM pgqueue.ready_floor_below b WHERE b.ctid = ANY (v_notes) AND b.queue = p_queue;
 END
 $$;
 
@@ -1533,9 +1581,11 @@ BEGIN
   -- second old (as they move at most once a second), or at once while jobs are noted below
   -- them (the move was skipped: a producer's transaction was open). Between looks, jobs noted
   -- below a floor are still claimed (claims start at the lower of the two).
-  -- A move holds the queue's enqueues back until this transaction ends: only when the claim
-  -- is most likely a transaction of its own (it began with this statement, within 5 ms: the
-  -- extended protocol starts it at Parse), not a statement in a longer one.
+  -- A move holds the floor lock until this transaction ends (producers do not wait for it,
+  -- but the next move, pause and set_queue_limits do): only when the claim is most likely a
+  -- transaction of its own (it began with this statement, within 5 ms: the extended protocol
+  -- starts it at Parse), not a statement in a longer one. (A BEGIN sent just before looks the
+  -- same from here.)
   IF statement_timestamp() - transaction_timestamp() < interval '5 milliseconds' THEN
     v_floor_check := 'pgqueue.floor_due_' || to_hex(hashtext(p_queue));
     IF extract(epoch FROM now()) >= coalesce(nullif(current_setting(v_floor_check, true), ''),

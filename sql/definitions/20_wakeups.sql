@@ -35,6 +35,7 @@ AS $$
 DECLARE
   v_first record;
   v_above boolean;
+  v_locked_at timestamptz;
 BEGIN
   FOR v_first IN
     SELECT DISTINCT ON (n.queue, n.priority) n.queue, n.priority, n.run_after, n.id
@@ -43,11 +44,18 @@ BEGIN
      ORDER BY n.queue, n.priority, n.run_after, n.id
   LOOP
     -- As floor_admit (see there for why the lock comes first and when a job is noted).
-    PERFORM pg_advisory_xact_lock_shared(1885434739, hashtext(v_first.queue));
+    IF pg_try_advisory_xact_lock_shared(1885434739, hashtext(v_first.queue)) THEN
+      v_locked_at := NULL;
+    ELSE
+      PERFORM pg_advisory_xact_lock_shared(1885434741, hashtext(v_first.queue));
+      v_locked_at := clock_timestamp();  -- a move's transaction is open
+    END IF;
     SELECT (v_first.run_after, v_first.id) >= (f.run_after, f.id) INTO v_above
       FROM pgqueue.ready_floor f
      WHERE f.queue = v_first.queue AND f.priority = v_first.priority;
-    IF v_above IS NULL AND pgqueue.floor_create(v_first.queue, v_first.priority) THEN
+    IF v_locked_at IS NOT NULL THEN
+      v_above := v_above AND v_first.run_after >= v_locked_at;
+    ELSIF v_above IS NULL AND pgqueue.floor_create(v_first.queue, v_first.priority) THEN
       v_above := true;
     END IF;
     IF NOT coalesce(v_above AND (current_setting('transaction_isolation') = 'read committed'

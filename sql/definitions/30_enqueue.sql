@@ -42,6 +42,7 @@ DECLARE
   v_committed boolean;
   v_state text := 'ready';
   v_done text;
+  v_moving boolean := false;
 BEGIN
   -- One inline test on the hot path; the helpers (a call each) only run to name the error.
   IF p_queue IS NULL OR p_payload IS NULL OR p_priority IS NULL OR p_run_after IS NULL
@@ -56,7 +57,11 @@ BEGIN
   IF p_depends_on IS NOT NULL THEN
     v_state := pgqueue.dependencies_check(p_depends_on);  -- locks the parents
   END IF;
-  v_done := pg_advisory_xact_lock_shared(1885434739, hashtext(p_queue))::text;
+  IF NOT pg_try_advisory_xact_lock_shared(1885434739, hashtext(p_queue)) THEN
+    -- A floor move's transaction is open: not waiting for it (see 40_claim_floors.sql).
+    v_done := pg_advisory_xact_lock_shared(1885434741, hashtext(p_queue))::text;
+    v_moving := true;
+  END IF;
   v_locked_at := clock_timestamp();
   v_run_after := CASE WHEN p_run_after = now() THEN v_locked_at ELSE p_run_after END;
   v_done := set_config('pgqueue.admitting', 'on', true);  -- the trigger stands aside
@@ -100,7 +105,10 @@ BEGIN
       INTO v_above, v_committed
       FROM pgqueue.ready_floor f
      WHERE f.queue = p_queue AND f.priority = p_priority;
-    IF v_above IS NULL AND pgqueue.floor_create(p_queue, p_priority) THEN
+    IF v_moving THEN
+      -- The open move may put the floor above a job due before v_locked_at, and makes none.
+      v_above := v_above AND v_run_after >= v_locked_at;
+    ELSIF v_above IS NULL AND pgqueue.floor_create(p_queue, p_priority) THEN
       v_above := true;  -- the new floor is at the start of time
     END IF;
     -- Remembered only for a floor that another transaction made or moved (its moved_at is not

@@ -4,11 +4,19 @@
 -- the job is below the queue's floor (or its priority has none), notes it in
 -- pgqueue.ready_floor_below. A floor moves up only under the same lock in exclusive mode (not
 -- waiting for it: the move is skipped while any such transaction is open, and a later claim
--- tries again), to what a snapshot taken under the lock sees, and never above the time of the
--- move. So no job is passed: one whose transaction was open during a move is noted below when
--- it is written after it; one written before it is seen by it. The lock is an advisory lock in
--- the two-int space (1885434739 = 'pgqs', and the queue's hash), apart from applications'
--- one-bigint advisory locks; two queues sharing a hash only share the lock.
+-- tries again), to what a snapshot taken under the lock sees, and never above the time read
+-- before the move took the lock. So no job is passed: one whose transaction was open during a
+-- move is noted below when it is written after it; one written before it is seen by it.
+-- A move holds the lock until its transaction ends, which may be long (a claim as the first
+-- statement of a longer transaction). Whoever makes a job ready does not wait for that: when
+-- the lock is taken exclusively it holds the queue's pending lock in shared mode instead, until
+-- its transaction ends (so the next move is skipped while it is open, as above), and notes its
+-- job below unless the job is due no earlier than the time read after that (the open move's
+-- floor stays below that time) and its priority has a floor (the open move makes none that it
+-- does not know of). A move takes that lock exclusively only for a moment, so it never waits.
+-- The locks are advisory locks in the two-int space (1885434739 = 'pgqs', 1885434741 = 'pgqu'
+-- for pending, and the queue's hash), apart from applications' one-bigint advisory locks; two
+-- queues sharing a hash only share the locks.
 
 -- Admits a job made ready at (p_run_after, p_id) in claim order (a nack, release, reset or
 -- retry of a job that was ready before, or a waiting job whose parents are done), after its
@@ -17,7 +25,9 @@
 -- time, and none runs while the lock is held), so it needs only the floor to exist: one index
 -- probe. Otherwise the floor is read, and made when there is none (floor_create); rarely a
 -- write. In REPEATABLE READ or SERIALIZABLE the snapshot may predate a move, so there such a
--- job is always noted (unless due later under a floor its snapshot sees).
+-- job is always noted (unless due later under a floor its snapshot sees). While a move's
+-- transaction is open: the pending lock instead, and the job noted unless due later under a
+-- floor (see the top of this file).
 CREATE OR REPLACE FUNCTION pgqueue.floor_admit(
   p_queue text, p_priority int, p_run_after timestamptz, p_id bigint)
 RETURNS void
@@ -26,13 +36,22 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
   v_above boolean;
+  v_moving boolean := false;
 BEGIN
-  PERFORM pg_advisory_xact_lock_shared(1885434739, hashtext(p_queue));
+  IF NOT pg_try_advisory_xact_lock_shared(1885434739, hashtext(p_queue)) THEN
+    PERFORM pg_advisory_xact_lock_shared(1885434741, hashtext(p_queue));
+    v_moving := true;
+  END IF;
   -- (A waiting job was never admitted: its queue and priority may have no floor, and a job
   -- due later in a priority without one was never claimed.)
   IF p_run_after >= clock_timestamp()
      AND EXISTS (SELECT FROM pgqueue.ready_floor f
                   WHERE f.queue = p_queue AND f.priority = p_priority) THEN
+    RETURN;
+  END IF;
+  IF v_moving THEN
+    INSERT INTO pgqueue.ready_floor_below (queue, priority, run_after, id)
+    VALUES (p_queue, p_priority, p_run_after, p_id);
     RETURN;
   END IF;
   -- In READ COMMITTED this statement's snapshot is taken after the lock: any move is in it.
@@ -155,13 +174,14 @@ AS $$
    ORDER BY x.priority DESC, x.run_after, x.id
 $$;
 
--- Moves each floor of p_queue up to its first ready job, or to the current time when that is
--- later (or there is none), and folds in the jobs noted below; does nothing when a transaction
--- that makes jobs of the queue ready is open (a later claim tries again). It reads the dead
--- entries between the old floor and the first ready job once, so that claims do not. Holds the
--- floor lock until the caller's transaction ends, which holds back the queue's enqueues until
--- then: claims call it only as a statement of its own. Only in READ COMMITTED: an older
--- snapshot could miss a job committed since.
+-- Moves each floor of p_queue up to its first ready job, or to the time read before the lock
+-- when that is later (or there is none), and folds in the jobs noted below that it saw; does
+-- nothing when a transaction that makes jobs of the queue ready is open (a later claim tries
+-- again). It reads the dead entries between the old floor and the first ready job once, so that
+-- claims do not. Holds the floor lock until the caller's transaction ends: the queue's
+-- producers do not wait for it, but the next move and pause, resume and set_queue_limits do, so
+-- claims call it only as a statement of its own. Only in READ COMMITTED: an older snapshot
+-- could miss a job committed since.
 CREATE OR REPLACE FUNCTION pgqueue.floor_advance(p_queue text)
 RETURNS void
 LANGUAGE plpgsql
@@ -173,12 +193,24 @@ DECLARE
   v_run_after timestamptz;
   v_id bigint;
   v_held boolean;
+  v_notes tid[];
 BEGIN
+  -- Before the lock: a producer that finds the lock taken reads its time after that.
+  v_bound := clock_timestamp();
   IF current_setting('transaction_isolation') <> 'read committed'
      OR NOT pg_try_advisory_xact_lock(1885434739, hashtext(p_queue)) THEN
     RETURN;
   END IF;
-  v_bound := clock_timestamp();
+  -- A producer that did not wait for the previous move is still open. (Taken and given back in
+  -- one expression: no interrupt between them can leave it taken for the session.)
+  IF NOT (pg_try_advisory_lock(1885434741, hashtext(p_queue))
+          AND pg_advisory_unlock(1885434741, hashtext(p_queue))) THEN
+    RETURN;
+  END IF;
+  -- The notes this move folds in: those committed before its reads of the jobs. (Each statement
+  -- here sees what committed before it; a note committed later, by a producer that did not
+  -- wait, may be of a job those reads missed.)
+  v_notes := ARRAY(SELECT b.ctid FROM pgqueue.ready_floor_below b WHERE b.queue = p_queue);
   v_held := pgqueue.queue_held(p_queue);  -- after the lock (see floor_hold_lock)
   FOR v_start IN SELECT * FROM pgqueue.floor_starts(p_queue) LOOP
     SELECT j.run_after, j.id INTO v_run_after, v_id
@@ -197,6 +229,6 @@ BEGIN
       SET run_after = EXCLUDED.run_after, id = EXCLUDED.id, moved_at = EXCLUDED.moved_at,
           held = EXCLUDED.held;
   END LOOP;
-  DELETE FROM pgqueue.ready_floor_below b WHERE b.queue = p_queue;
+  DELETE FROM pgqueue.ready_floor_below b WHERE b.ctid = ANY (v_notes) AND b.queue = p_queue;
 END
 $$;

@@ -143,9 +143,11 @@ BEGIN
   -- second old (as they move at most once a second), or at once while jobs are noted below
   -- them (the move was skipped: a producer's transaction was open). Between looks, jobs noted
   -- below a floor are still claimed (claims start at the lower of the two).
-  -- A move holds the queue's enqueues back until this transaction ends: only when the claim
-  -- is most likely a transaction of its own (it began with this statement, within 5 ms: the
-  -- extended protocol starts it at Parse), not a statement in a longer one.
+  -- A move holds the floor lock until this transaction ends (producers do not wait for it,
+  -- but the next move, pause and set_queue_limits do): only when the claim is most likely a
+  -- transaction of its own (it began with this statement, within 5 ms: the extended protocol
+  -- starts it at Parse), not a statement in a longer one. (A BEGIN sent just before looks the
+  -- same from here.)
   IF statement_timestamp() - transaction_timestamp() < interval '5 milliseconds' THEN
     v_floor_check := 'pgqueue.floor_due_' || to_hex(hashtext(p_queue));
     IF extract(epoch FROM now()) >= coalesce(nullif(current_setting(v_floor_check, true), ''),

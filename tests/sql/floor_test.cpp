@@ -319,6 +319,55 @@ TEST_CASE("an enqueue in REPEATABLE READ from before a floor move is claimed fir
   CHECK(claim_one(s, "q") == later);
 }
 
+// A claim that is the first statement of a longer transaction may move the floors, and holds
+// the floor lock until that transaction ends: the queue's producers go on meanwhile.
+TEST_CASE("producers do not wait for a floor move whose transaction is open", "[floor]") {
+  scratch_database db;
+  session s(db.dsn());
+  session mover(db.dsn());
+  session p(db.dsn());
+  enqueue(s, "q");
+  drain(s, "q");
+  const auto first = enqueue(s, "q");
+  mover.query("BEGIN");
+  move_floor(mover, "q");  // to `first`; the transaction stays open
+  p.query("SET statement_timeout = '2s'");
+  // Due now; due in the past (below the floor the move is writing); a priority without a
+  // floor; a direct INSERT and a batch, both due in the past.
+  const auto now_id = enqueue(p, "q");
+  const auto past = p.integer("SELECT pgqueue.enqueue('q', '{}', NULL, 0, now() - interval '1 h')");
+  const auto urgent = enqueue(p, "q", "{}", std::nullopt, 5);
+  const auto direct = p.integer(
+      "INSERT INTO pgqueue.jobs (queue, payload, run_after) "
+      "VALUES ('q', '{}', now() - interval '2 h') RETURNING id");
+  const auto batch = p.integer(
+      "SELECT (pgqueue.enqueue_batch('q', ARRAY['{}']::jsonb[], NULL, 0, "
+      "now() - interval '30 min'))[1]");
+  mover.query("COMMIT");
+  CHECK(drain(s, "q") == std::vector<std::int64_t>{urgent, direct, past, batch, first, now_id});
+}
+
+TEST_CASE("a producer that did not wait for a floor move holds back the next move", "[floor]") {
+  scratch_database db;
+  session s(db.dsn());
+  session mover(db.dsn());
+  session p(db.dsn());
+  enqueue(s, "q");
+  drain(s, "q");
+  move_floor(s, "q");
+  mover.query("BEGIN");
+  move_floor(mover, "q");
+  p.query("SET statement_timeout = '2s'");
+  p.query("BEGIN");
+  const auto id = enqueue(p, "q");  // due now: above that move's floor, not noted
+  mover.query("COMMIT");
+  const auto before = floor_of(s, "q");
+  move_floor(s, "q");  // its snapshot misses the job, so it must not run
+  CHECK(floor_of(s, "q") == before);
+  p.query("COMMIT");
+  CHECK(drain(s, "q") == std::vector<std::int64_t>{id});
+}
+
 TEST_CASE("a session that knew a priority's floor enqueues claimable jobs after a reinstall",
           "[floor]") {
   scratch_database db;
@@ -385,10 +434,18 @@ TEST_CASE("producers, claimers and floor moves at once: every job claimed exactl
     threads.emplace_back(guard([&, p] {
       session s(db.dsn());
       for (int i = 0; i < per_producer && !stop; ++i) {
-        // Two priorities; every fifth job due in the past, below wherever the floor is.
+        // Two priorities; every fifth job due in the past, below wherever the floor is; every
+        // seventh a direct INSERT (the insert trigger admits it).
         const auto when = i % 5 == 0 ? "now() - interval '1 minute'" : "now()";
-        s.query(std::string("SELECT pgqueue.enqueue('q', '{}', NULL, $1, ") + when + ")",
-                {std::to_string((i + p) % 2)});
+        const auto priority = std::to_string((i + p) % 2);
+        if (i % 7 == 0) {
+          s.query(std::string("INSERT INTO pgqueue.jobs (queue, payload, priority, run_after) "
+                              "VALUES ('q', '{}', $1, ") + when + ")",
+                  {priority});
+        } else {
+          s.query(std::string("SELECT pgqueue.enqueue('q', '{}', NULL, $1, ") + when + ")",
+                  {priority});
+        }
       }
       ++produced_done;
     }));
@@ -415,6 +472,17 @@ TEST_CASE("producers, claimers and floor moves at once: every job claimed exactl
   threads.emplace_back(guard([&] {
     session s(db.dsn());
     while (!stop && produced_done < producers) move_floor(s, "q");
+  }));
+  // Moves whose transactions stay open a moment (claims as first statements of longer ones):
+  // producers take their path that does not wait.
+  threads.emplace_back(guard([&] {
+    session s(db.dsn());
+    while (!stop && produced_done < producers) {
+      s.query("BEGIN");
+      move_floor(s, "q");
+      s.query("SELECT pg_sleep(0.002)");
+      s.query("COMMIT");
+    }
   }));
   for (auto& t : threads) t.join();
   for (const auto& e : errors) FAIL(e);
