@@ -440,7 +440,8 @@ TEST_CASE("producers, claimers and floor moves at once: every job claimed exactl
         const auto priority = std::to_string((i + p) % 2);
         if (i % 7 == 0) {
           s.query(std::string("INSERT INTO pgqueue.jobs (queue, payload, priority, run_after) "
-                              "VALUES ('q', '{}', $1, ") + when + ")",
+                              "VALUES ('q', '{}', $1, ") +
+                      when + ")",
                   {priority});
         } else {
           s.query(std::string("SELECT pgqueue.enqueue('q', '{}', NULL, $1, ") + when + ")",
