@@ -922,6 +922,7 @@ DECLARE
   v_n int;
   v_ids bigint[];
   v_run_after timestamptz;
+  v_locked_at timestamptz;
   v_state text := 'ready';
 BEGIN
   IF p_queue IS NULL OR p_payloads IS NULL OR p_priority IS NULL OR p_run_after IS NULL
@@ -959,8 +960,13 @@ BEGIN
   END IF;
   -- Ids are drawn first so each input position knows its id without relying on RETURNING order.
   v_ids := ARRAY(SELECT nextval('pgqueue.jobs_id_seq') FROM generate_series(1, v_n));
+  -- The floor lock, as enqueue takes it: due now, the batch then needs only its floor to exist.
+  IF NOT pg_try_advisory_xact_lock_shared(1885434739, hashtext(p_queue)) THEN
+    PERFORM pg_advisory_xact_lock_shared(1885434741, hashtext(p_queue));
+  END IF;
+  v_locked_at := clock_timestamp();
   -- Due now: from this call, as enqueue's jobs (a transaction's jobs stay in call order).
-  v_run_after := CASE WHEN p_run_after = now() THEN clock_timestamp() ELSE p_run_after END;
+  v_run_after := CASE WHEN p_run_after = now() THEN v_locked_at ELSE p_run_after END;
   PERFORM set_config('pgqueue.admitting', 'on', true);  -- the trigger stands aside
   IF p_idempotency_keys IS NULL THEN
     -- A plain insert, as in enqueue.
@@ -983,8 +989,13 @@ BEGIN
   ELSE
     -- Every job of the batch has one queue, priority and due time, and the first drawn id is
     -- the lowest: admitting that one admits them all (one a key turned away is no job, and a
-    -- claim start below a job is harmless).
-    PERFORM pgqueue.floor_admit(p_queue, p_priority, v_run_after, v_ids[1]);
+    -- claim start below a job is harmless). Due no earlier than the time read after the lock
+    -- under an existing floor, it is above the floor (see floor_admit).
+    IF v_run_after < v_locked_at
+       OR NOT EXISTS (SELECT FROM pgqueue.ready_floor f
+                       WHERE f.queue = p_queue AND f.priority = p_priority) THEN
+      PERFORM pgqueue.floor_admit(p_queue, p_priority, v_run_after, v_ids[1]);
+    END IF;
   END IF;
   -- (With keys also when every key already existed, as enqueue.)
   IF p_wake AND (v_state = 'ready' OR p_idempotency_keys IS NOT NULL) THEN
@@ -1170,16 +1181,31 @@ $$;
 -- jobs noted below it. Plain SQL without SECURITY DEFINER or SET clauses (its callers run as
 -- the owner with a pinned search_path, and no role may call it) so that the planner inlines it
 -- into the caller's query: as a separate call it cost each claim about 10 us, 5% of a claim.
+-- The notes are read one index probe per priority noted (each priority's first note, then the
+-- next priority below), not all of them: while a move's transaction stays open, producers may
+-- note many (a claim read and sorted 190,000 in 55 ms). With no note that costs a claim about
+-- 1 us (within the noise of a server-side loop of one-job claims).
 CREATE OR REPLACE FUNCTION pgqueue.floor_starts(p_queue text)
 RETURNS TABLE (priority int, run_after timestamptz, id bigint)
 LANGUAGE sql STABLE
 AS $$
+  WITH RECURSIVE noted AS (
+    (SELECT b.priority, b.run_after, b.id FROM pgqueue.ready_floor_below b
+      WHERE b.queue = p_queue
+      ORDER BY b.priority DESC, b.run_after, b.id LIMIT 1)
+    UNION ALL
+    SELECT n.priority, n.run_after, n.id
+      FROM noted p
+     CROSS JOIN LATERAL (
+       SELECT b.priority, b.run_after, b.id FROM pgqueue.ready_floor_below b
+        WHERE b.queue = p_queue AND b.priority < p.priority
+        ORDER BY b.priority DESC, b.run_after, b.id LIMIT 1) n
+  )
   SELECT DISTINCT ON (x.priority) x.priority, x.run_after, x.id
     FROM (SELECT f.priority, f.run_after, f.id FROM pgqueue.ready_floor f
            WHERE f.queue = p_queue
           UNION ALL
-          SELECT b.priority, b.run_after, b.id FROM pgqueue.ready_floor_below b
-           WHERE b.queue = p_queue) x
+          SELECT n.priority, n.run_after, n.id FROM noted n) x
    ORDER BY x.priority DESC, x.run_after, x.id
 $$;
 
@@ -1204,16 +1230,19 @@ DECLARE
   v_held boolean;
   v_notes tid[];
 BEGIN
-  -- Before the lock: a producer that finds the lock taken reads its time after that.
+  -- Before the locks: a producer that finds the floor lock taken reads its time after them.
   v_bound := clock_timestamp();
+  -- Skipped while a producer that did not wait for the previous move is open; looked at before
+  -- the floor lock, which a skipped move would otherwise hold for nothing until its transaction
+  -- ends (making the producers meanwhile take the pending lock and skip the next move too). A
+  -- producer that takes the pending lock after this look reads its time after v_bound.
+  -- (Taken and given back in one expression: no interrupt can leave it taken for the session.)
   IF current_setting('transaction_isolation') <> 'read committed'
-     OR NOT pg_try_advisory_xact_lock(1885434739, hashtext(p_queue)) THEN
+     OR NOT (CASE WHEN pg_try_advisory_lock(1885434741, hashtext(p_queue))
+                  THEN pg_advisory_unlock(1885434741, hashtext(p_queue)) ELSE false END) THEN
     RETURN;
   END IF;
-  -- A producer that did not wait for the previous move is still open. (Taken and given back in
-  -- one expression: no interrupt between them can leave it taken for the session.)
-  IF NOT (pg_try_advisory_lock(1885434741, hashtext(p_queue))
-          AND pg_advisory_unlock(1885434741, hashtext(p_queue))) THEN
+  IF NOT pg_try_advisory_xact_lock(1885434739, hashtext(p_queue)) THEN
     RETURN;
   END IF;
   -- The notes this move folds in: those committed before its reads of the jobs. (Each statement
@@ -1573,7 +1602,10 @@ BEGIN
   END IF;
   IF extract(epoch FROM now()) >= coalesce(nullif(current_setting(
        'pgqueue.maintenance_checked_at', true), ''), '0')::float8 + 1 THEN
+    -- (Counting in this session's own slot meanwhile: see count_failed.)
+    PERFORM set_config('pgqueue.maintaining', 'on', true);
     PERFORM pgqueue.maintain_if_due();
+    PERFORM set_config('pgqueue.maintaining', 'off', true);
   END IF;
   -- Whether the queue's floors are due to move: looked at only once the time this session
   -- noted for it has come (a session setting, as maintenance), since the look read two tables
@@ -1930,7 +1962,9 @@ AS $$
               ELSE 32 OPERATOR(pg_catalog.+) pg_catalog.pg_backend_pid() END
 $$;
 
--- Adds failed attempts (nacks, expired leases) to the per-queue totals (per counter_slot).
+-- Adds failed attempts (nacks, expired leases) to the per-queue totals (per counter_slot; in
+-- the session's own slot while a claim runs maintenance, pgqueue.maintaining: such a claim may
+-- be the first statement of a longer transaction, which counter_slot cannot tell).
 CREATE OR REPLACE FUNCTION pgqueue.count_failed(p_queues text[])
 RETURNS void
 LANGUAGE plpgsql
@@ -1939,7 +1973,8 @@ AS $$
 BEGIN
   INSERT INTO pgqueue.queue_totals AS t (queue, slot, failed)
   SELECT u.q,
-         pgqueue.counter_slot(),
+         CASE WHEN current_setting('pgqueue.maintaining', true) = 'on'
+              THEN 32 + pg_backend_pid() ELSE pgqueue.counter_slot() END,
          count(*)
     FROM unnest(p_queues) AS u(q) GROUP BY u.q
   ON CONFLICT (queue, slot) DO UPDATE SET failed = t.failed + EXCLUDED.failed;

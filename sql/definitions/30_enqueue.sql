@@ -156,6 +156,7 @@ DECLARE
   v_n int;
   v_ids bigint[];
   v_run_after timestamptz;
+  v_locked_at timestamptz;
   v_state text := 'ready';
 BEGIN
   IF p_queue IS NULL OR p_payloads IS NULL OR p_priority IS NULL OR p_run_after IS NULL
@@ -193,8 +194,13 @@ BEGIN
   END IF;
   -- Ids are drawn first so each input position knows its id without relying on RETURNING order.
   v_ids := ARRAY(SELECT nextval('pgqueue.jobs_id_seq') FROM generate_series(1, v_n));
+  -- The floor lock, as enqueue takes it: due now, the batch then needs only its floor to exist.
+  IF NOT pg_try_advisory_xact_lock_shared(1885434739, hashtext(p_queue)) THEN
+    PERFORM pg_advisory_xact_lock_shared(1885434741, hashtext(p_queue));
+  END IF;
+  v_locked_at := clock_timestamp();
   -- Due now: from this call, as enqueue's jobs (a transaction's jobs stay in call order).
-  v_run_after := CASE WHEN p_run_after = now() THEN clock_timestamp() ELSE p_run_after END;
+  v_run_after := CASE WHEN p_run_after = now() THEN v_locked_at ELSE p_run_after END;
   PERFORM set_config('pgqueue.admitting', 'on', true);  -- the trigger stands aside
   IF p_idempotency_keys IS NULL THEN
     -- A plain insert, as in enqueue.
@@ -217,8 +223,13 @@ BEGIN
   ELSE
     -- Every job of the batch has one queue, priority and due time, and the first drawn id is
     -- the lowest: admitting that one admits them all (one a key turned away is no job, and a
-    -- claim start below a job is harmless).
-    PERFORM pgqueue.floor_admit(p_queue, p_priority, v_run_after, v_ids[1]);
+    -- claim start below a job is harmless). Due no earlier than the time read after the lock
+    -- under an existing floor, it is above the floor (see floor_admit).
+    IF v_run_after < v_locked_at
+       OR NOT EXISTS (SELECT FROM pgqueue.ready_floor f
+                       WHERE f.queue = p_queue AND f.priority = p_priority) THEN
+      PERFORM pgqueue.floor_admit(p_queue, p_priority, v_run_after, v_ids[1]);
+    END IF;
   END IF;
   -- (With keys also when every key already existed, as enqueue.)
   IF p_wake AND (v_state = 'ready' OR p_idempotency_keys IS NOT NULL) THEN

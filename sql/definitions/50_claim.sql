@@ -135,7 +135,10 @@ BEGIN
   END IF;
   IF extract(epoch FROM now()) >= coalesce(nullif(current_setting(
        'pgqueue.maintenance_checked_at', true), ''), '0')::float8 + 1 THEN
+    -- (Counting in this session's own slot meanwhile: see count_failed.)
+    PERFORM set_config('pgqueue.maintaining', 'on', true);
     PERFORM pgqueue.maintain_if_due();
+    PERFORM set_config('pgqueue.maintaining', 'off', true);
   END IF;
   -- Whether the queue's floors are due to move: looked at only once the time this session
   -- noted for it has come (a session setting, as maintenance), since the look read two tables

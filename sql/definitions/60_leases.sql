@@ -71,7 +71,9 @@ AS $$
               ELSE 32 OPERATOR(pg_catalog.+) pg_catalog.pg_backend_pid() END
 $$;
 
--- Adds failed attempts (nacks, expired leases) to the per-queue totals (per counter_slot).
+-- Adds failed attempts (nacks, expired leases) to the per-queue totals (per counter_slot; in
+-- the session's own slot while a claim runs maintenance, pgqueue.maintaining: such a claim may
+-- be the first statement of a longer transaction, which counter_slot cannot tell).
 CREATE OR REPLACE FUNCTION pgqueue.count_failed(p_queues text[])
 RETURNS void
 LANGUAGE plpgsql
@@ -80,7 +82,8 @@ AS $$
 BEGIN
   INSERT INTO pgqueue.queue_totals AS t (queue, slot, failed)
   SELECT u.q,
-         pgqueue.counter_slot(),
+         CASE WHEN current_setting('pgqueue.maintaining', true) = 'on'
+              THEN 32 + pg_backend_pid() ELSE pgqueue.counter_slot() END,
          count(*)
     FROM unnest(p_queues) AS u(q) GROUP BY u.q
   ON CONFLICT (queue, slot) DO UPDATE SET failed = t.failed + EXCLUDED.failed;

@@ -343,8 +343,13 @@ TEST_CASE("producers do not wait for a floor move whose transaction is open", "[
   const auto batch = p.integer(
       "SELECT (pgqueue.enqueue_batch('q', ARRAY['{}']::jsonb[], NULL, 0, "
       "now() - interval '30 min'))[1]");
+  const auto batch_now = p.integer("SELECT (pgqueue.enqueue_batch('q', ARRAY['{}']::jsonb[]))[1]");
+  // Noted below: what is due before the call, and the priority without a floor; not what is
+  // due now (the move's floor stays below the time of the call).
+  CHECK(floors_and_notes(s) == "1|4");
   mover.query("COMMIT");
-  CHECK(drain(s, "q") == std::vector<std::int64_t>{urgent, direct, past, batch, first, now_id});
+  CHECK(drain(s, "q") ==
+        std::vector<std::int64_t>{urgent, direct, past, batch, first, now_id, batch_now});
 }
 
 TEST_CASE("a producer that did not wait for a floor move holds back the next move", "[floor]") {
@@ -364,8 +369,53 @@ TEST_CASE("a producer that did not wait for a floor move holds back the next mov
   const auto before = floor_of(s, "q");
   move_floor(s, "q");  // its snapshot misses the job, so it must not run
   CHECK(floor_of(s, "q") == before);
+  // Nor does it keep the floor lock while its transaction stays open: neither a pause nor the
+  // next move waits for it.
+  session skipped(db.dsn());
+  skipped.query("BEGIN");
+  move_floor(skipped, "q");
   p.query("COMMIT");
+  s.query("SET statement_timeout = '2s'");
+  CHECK(s.error_of("SELECT pgqueue.pause('q')") == "");
+  s.query("SELECT pgqueue.resume('q')");
+  move_floor(s, "q");
+  CHECK(floor_of(s, "q") != before);
+  skipped.query("COMMIT");
   CHECK(drain(s, "q") == std::vector<std::int64_t>{id});
+}
+
+TEST_CASE("a claim reads one note per priority, however many are noted", "[floor]") {
+  scratch_database db;
+  session s(db.dsn());
+  const auto low = enqueue(s, "q", "{}", std::nullopt, 1);
+  const auto high = enqueue(s, "q", "{}", std::nullopt, 7);
+  move_floor(s, "q");  // to each priority's job
+  // 1,000 notes at and below each job, as producers write them while a move's transaction is
+  // open; and in a priority with no job.
+  s.query(
+      "INSERT INTO pgqueue.ready_floor_below (queue, priority, run_after, id) "
+      "SELECT 'q', v.p, j.run_after - g * interval '1 ms', j.id "
+      "FROM (VALUES (1, $1::bigint), (4, $1), (7, $2)) v(p, i) "
+      "JOIN pgqueue.jobs j ON j.id = v.i, generate_series(0, 999) g",
+      {std::to_string(low), std::to_string(high)});
+  // Where claims start: each priority's lowest note.
+  CHECK(*s.scalar("SELECT string_agg(f.priority || ':' || (f.run_after = j.run_after - "
+                  "interval '999 ms' AND f.id = j.id), ',' ORDER BY f.priority DESC) "
+                  "FROM pgqueue.floor_starts('q') f JOIN pgqueue.jobs j "
+                  "ON j.id = CASE f.priority WHEN 7 THEN $2::bigint ELSE $1 END",
+                  {std::to_string(low), std::to_string(high)}) == "7:true,4:true,1:true");
+  // This session's claims do not fold the notes for a while (they look when a time they noted
+  // has come).
+  s.query("SELECT set_config('pgqueue.floor_due_' || to_hex(hashtext('q')), '1e12', false)");
+  const auto read = [&] {
+    return s.integer(
+        "SELECT pg_stat_get_xact_tuples_returned('pgqueue.ready_floor_below_idx'::regclass)");
+  };
+  s.query("BEGIN");
+  const auto before = read();
+  CHECK(claim_one(s, "q") == high);
+  CHECK(read() - before == 3);  // the first note of each of the three priorities
+  s.query("ROLLBACK");
 }
 
 TEST_CASE("a session that knew a priority's floor enqueues claimable jobs after a reinstall",

@@ -100,4 +100,22 @@ TEST_CASE("claims take back expired leases with no janitor running, at most once
   CHECK(again[0].attempts == 2);
 }
 
+// A claim that is the first statement of a longer transaction looks like one of its own; the
+// failed attempts its maintenance counts must not hold a counter row other sessions share.
+TEST_CASE("a claim's maintenance counts expired leases in its session's own slot",
+          "[janitor][maintenance]") {
+  scratch_database db;
+  session s(db.dsn());
+  enqueue(s, "q");
+  auto id = claim_expired(s, "q");
+  s.query("UPDATE pgqueue.maintenance SET janitor_due_at = now()");
+  session m(db.dsn());
+  m.query("BEGIN");
+  CHECK(claim(m, "other", "w").empty());  // runs the maintenance: the lease comes back
+  m.query("COMMIT");
+  CHECK(read_job(s, id).state == "ready");
+  CHECK(s.integer("SELECT slot FROM pgqueue.queue_totals WHERE queue = 'q' AND failed = 1") ==
+        32 + m.backend_pid());
+}
+
 }  // namespace sql_janitor_test
