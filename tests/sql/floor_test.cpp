@@ -384,40 +384,6 @@ TEST_CASE("a producer that did not wait for a floor move holds back the next mov
   CHECK(drain(s, "q") == std::vector<std::int64_t>{id});
 }
 
-TEST_CASE("a claim reads one note per priority, however many are noted", "[floor]") {
-  scratch_database db;
-  session s(db.dsn());
-  const auto low = enqueue(s, "q", "{}", std::nullopt, 1);
-  const auto high = enqueue(s, "q", "{}", std::nullopt, 7);
-  move_floor(s, "q");  // to each priority's job
-  // 1,000 notes at and below each job, as producers write them while a move's transaction is
-  // open; and in a priority with no job.
-  s.query(
-      "INSERT INTO pgqueue.ready_floor_below (queue, priority, run_after, id) "
-      "SELECT 'q', v.p, j.run_after - g * interval '1 ms', j.id "
-      "FROM (VALUES (1, $1::bigint), (4, $1), (7, $2)) v(p, i) "
-      "JOIN pgqueue.jobs j ON j.id = v.i, generate_series(0, 999) g",
-      {std::to_string(low), std::to_string(high)});
-  // Where claims start: each priority's lowest note.
-  CHECK(*s.scalar("SELECT string_agg(f.priority || ':' || (f.run_after = j.run_after - "
-                  "interval '999 ms' AND f.id = j.id), ',' ORDER BY f.priority DESC) "
-                  "FROM pgqueue.floor_starts('q') f JOIN pgqueue.jobs j "
-                  "ON j.id = CASE f.priority WHEN 7 THEN $2::bigint ELSE $1 END",
-                  {std::to_string(low), std::to_string(high)}) == "7:true,4:true,1:true");
-  // This session's claims do not fold the notes for a while (they look when a time they noted
-  // has come).
-  s.query("SELECT set_config('pgqueue.floor_due_' || to_hex(hashtext('q')), '1e12', false)");
-  const auto read = [&] {
-    return s.integer(
-        "SELECT pg_stat_get_xact_tuples_returned('pgqueue.ready_floor_below_idx'::regclass)");
-  };
-  s.query("BEGIN");
-  const auto before = read();
-  CHECK(claim_one(s, "q") == high);
-  CHECK(read() - before == 3);  // the first note of each of the three priorities
-  s.query("ROLLBACK");
-}
-
 TEST_CASE("a session that knew a priority's floor enqueues claimable jobs after a reinstall",
           "[floor]") {
   scratch_database db;
