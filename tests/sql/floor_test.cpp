@@ -51,6 +51,24 @@ std::vector<std::int64_t> drain(session& s, const std::string& queue) {
   return order;
 }
 
+// A queue that had a job and has none ready: its floor exists, below nothing.
+void drained(session& s, const std::string& queue) {
+  enqueue(s, queue);
+  drain(s, queue);
+}
+
+// Moves the queue's floors in a transaction left open, as a claim that is the first statement
+// of a longer transaction does.
+void begin_move(session& s, const std::string& queue) {
+  s.query("BEGIN");
+  move_floor(s, queue);
+}
+
+// For a session that must not wait for a lock: the wait fails (57014) instead of hanging.
+void no_waiting(session& s) {
+  s.query("SET statement_timeout = '2s'");
+}
+
 // How many entries of the ready index one claim of `queue` reads (the claim is rolled back; the
 // floor is not moved by it).
 std::int64_t ready_entries_read_by_a_claim(session& s, const std::string& queue) {
@@ -94,8 +112,7 @@ TEST_CASE("a job committed late with an older run_after is claimed before later 
   scratch_database db;
   session s(db.dsn());
   session late(db.dsn());
-  enqueue(s, "q");
-  drain(s, "q");
+  drained(s, "q");
   move_floor(s, "q");  // the queue's floor exists, below nothing
 
   late.query("BEGIN");
@@ -189,7 +206,7 @@ TEST_CASE("a producer that cannot make the floor at once notes its job, without 
   session p2(db.dsn());
   p1.query("BEGIN");
   const auto first = enqueue(p1, "q");  // makes the floor; its row is not committed yet
-  p2.query("SET statement_timeout = '2s'");
+  no_waiting(p2);
   CHECK(p2.error_of("SELECT pgqueue.enqueue('q', '{}')") == "");
   CHECK(floors_and_notes(s) == "0|1");
   p1.query("COMMIT");
@@ -302,8 +319,7 @@ TEST_CASE("an enqueue in REPEATABLE READ from before a floor move is claimed fir
   session s(db.dsn());
   session rr(db.dsn());
   session other(db.dsn());
-  enqueue(s, "q");
-  drain(s, "q");
+  drained(s, "q");
   rr.query("BEGIN ISOLATION LEVEL REPEATABLE READ");
   rr.query("SELECT 1");  // its snapshot, and now()
   const auto later = enqueue(s, "q");
@@ -312,7 +328,7 @@ TEST_CASE("an enqueue in REPEATABLE READ from before a floor move is claimed fir
   const auto id =
       rr.integer("SELECT pgqueue.enqueue('q', '{}', NULL, 0, now() - interval '1 millisecond')");
   // Another producer of the queue does not wait for it.
-  other.query("SET statement_timeout = '2s'");
+  no_waiting(other);
   CHECK(other.error_of("SELECT pgqueue.enqueue('q', '{}')") == "");
   rr.query("COMMIT");
   CHECK(claim_one(s, "q") == id);
@@ -326,12 +342,10 @@ TEST_CASE("producers do not wait for a floor move whose transaction is open", "[
   session s(db.dsn());
   session mover(db.dsn());
   session p(db.dsn());
-  enqueue(s, "q");
-  drain(s, "q");
+  drained(s, "q");
   const auto first = enqueue(s, "q");
-  mover.query("BEGIN");
-  move_floor(mover, "q");  // to `first`; the transaction stays open
-  p.query("SET statement_timeout = '2s'");
+  begin_move(mover, "q");  // to `first`; the transaction stays open
+  no_waiting(p);
   // Due now; due in the past (below the floor the move is writing); a priority without a
   // floor; a direct INSERT and a batch, both due in the past.
   const auto now_id = enqueue(p, "q");
@@ -357,12 +371,10 @@ TEST_CASE("a producer that did not wait for a floor move holds back the next mov
   session s(db.dsn());
   session mover(db.dsn());
   session p(db.dsn());
-  enqueue(s, "q");
-  drain(s, "q");
+  drained(s, "q");
   move_floor(s, "q");
-  mover.query("BEGIN");
-  move_floor(mover, "q");
-  p.query("SET statement_timeout = '2s'");
+  begin_move(mover, "q");
+  no_waiting(p);
   p.query("BEGIN");
   const auto id = enqueue(p, "q");  // due now: above that move's floor, not noted
   mover.query("COMMIT");
@@ -372,10 +384,9 @@ TEST_CASE("a producer that did not wait for a floor move holds back the next mov
   // Nor does it keep the floor lock while its transaction stays open: neither a pause nor the
   // next move waits for it.
   session skipped(db.dsn());
-  skipped.query("BEGIN");
-  move_floor(skipped, "q");
+  begin_move(skipped, "q");
   p.query("COMMIT");
-  s.query("SET statement_timeout = '2s'");
+  no_waiting(s);
   CHECK(s.error_of("SELECT pgqueue.pause('q')") == "");
   s.query("SELECT pgqueue.resume('q')");
   move_floor(s, "q");
@@ -403,8 +414,7 @@ TEST_CASE("producers of drained queues do not wait for each other's open transac
   session p1(db.dsn());
   session p2(db.dsn());
   for (const char* q : {"x1", "x2"}) {
-    enqueue(s, q);
-    drain(s, q);
+    drained(s, q);
     move_floor(s, q);  // drained: the floor is above every job there was
   }
   // Opposite orders, both transactions open: neither waits (a deadlock before).
@@ -417,7 +427,7 @@ TEST_CASE("producers of drained queues do not wait for each other's open transac
   CHECK(p1.error_of("SELECT pgqueue.enqueue('x2', '{}')") == "");
   CHECK(p2.error_of("SELECT pgqueue.enqueue('x1', '{}')") == "");
   // Nor does the janitor, nor a claim of another queue, nor release.
-  s.query("SET statement_timeout = '2s'");
+  no_waiting(s);
   CHECK(s.error_of("SELECT pgqueue.janitor_reset_stale_claims()") == "");
   p1.query("COMMIT");
   p2.query("COMMIT");
@@ -495,8 +505,7 @@ TEST_CASE("producers, claimers and floor moves at once: every job claimed exactl
   threads.emplace_back(guard([&] {
     session s(db.dsn());
     while (!stop && produced_done < producers) {
-      s.query("BEGIN");
-      move_floor(s, "q");
+      begin_move(s, "q");
       s.query("SELECT pg_sleep(0.002)");
       s.query("COMMIT");
     }
