@@ -24,7 +24,8 @@ struct enqueue_options {
   /// that job's id instead of adding another. Copied when enqueue() is called. At most
   /// `max_idempotency_key_bytes`; enqueue refuses a longer one with `errc::invalid_argument`.
   std::optional<std::string_view> idempotency_key{};
-  /// Higher runs sooner.
+  /// Higher runs sooner. Each priority a queue has ever used costs each of its claims about
+  /// 1.4 us: use a fixed set of tens, not a timestamp or deadline (docs/operations.md).
   int priority = 0;
   /// Not claimable before this time (default: now).
   std::optional<std::chrono::system_clock::time_point> run_after{};
