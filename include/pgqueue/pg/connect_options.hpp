@@ -19,6 +19,11 @@ namespace pgqueue::pg {
 /// A session that a statement leaves in a state this layer cannot follow (a COPY) is given up
 /// the same way, as if dropped; that statement fails with `errc::protocol_error`.
 ///
+/// Every session (and every new one after a reconnect) runs READ COMMITTED by default, whatever
+/// the server's, database's or role's `default_transaction_isolation`: the queue's functions
+/// need it (in REPEATABLE READ, concurrent claims fail with 40001). A `transaction` still begins
+/// with the level it is given. A SET sent ahead of the session's first request, no round trip.
+///
 /// `connect` refuses values outside the ranges given below with `errc::invalid_argument` before
 /// it connects. Every duration is at most `max_duration`.
 struct connect_options {

@@ -49,7 +49,8 @@ namespace pgqueue::pg::detail {
 /// closed, or open → reconnecting → open when a session drops and `connect_options::reconnect`
 /// is on. `lose()` is the single exit from `open`: it fails what was sent, and either ends
 /// the connection or keeps the unsent requests and the subscriptions for the next session,
-/// which `adopt()` sets up (statement_timeout, re-LISTEN of `channels_.channels()`) before them.
+/// which `adopt()` sets up (READ COMMITTED as the default isolation, statement_timeout,
+/// re-LISTEN of `channels_.channels()`) before them.
 class connection_impl : public std::enable_shared_from_this<connection_impl> {
  public:
   explicit connection_impl(const asio::any_io_executor& ex, connect_options options = {})

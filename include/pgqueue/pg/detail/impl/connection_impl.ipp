@@ -94,6 +94,11 @@ PGQUEUE_DECL std::exception_ptr connection_impl::adopt(conn_ptr conn) {
   wait_armed_ = false;
   wait_timer_.cancel();
   std::deque<request_ptr> setup;
+  // The queue's functions need READ COMMITTED: a database or role that defaults to REPEATABLE
+  // READ made concurrent claims fail with 40001, pause refuse, and no claim floor be made.
+  // (Transactions still choose their own level: pg::transaction begins with it.)
+  setup.push_back(make_statement(
+      "SELECT set_config('default_transaction_isolation', 'read committed', false)", nullptr));
   if (options_.statement_timeout.count() > 0) {
     params ms{std::to_string(options_.statement_timeout.count())};
     setup.push_back(make_statement("SELECT set_config('statement_timeout', $1, false)", nullptr,
