@@ -1165,7 +1165,9 @@ BEGIN
   IF current_setting('transaction_isolation') <> 'read committed' THEN
     RAISE EXCEPTION 'pgqueue: pause, resume and set_queue_limits run in READ COMMITTED only'
       USING ERRCODE = 'invalid_parameter_value',
-            HINT = 'Call it outside the REPEATABLE READ or SERIALIZABLE transaction.';
+            HINT = 'Call it outside the REPEATABLE READ or SERIALIZABLE transaction, or, when that'
+                   || ' level is the session''s default, after SET default_transaction_isolation'
+                   || ' = ''read committed''.';
   END IF;
   PERFORM pg_advisory_xact_lock(1885434740, hashtext(p_queue));
   PERFORM pg_advisory_xact_lock_shared(1885434739, hashtext(p_queue));
