@@ -2,6 +2,7 @@
 #include <asio/experimental/awaitable_operators.hpp>
 #include <asio/ip/tcp.hpp>
 #include <asio/post.hpp>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -166,6 +167,29 @@ TEST_CASE("connect gives up at the deadline", "[pg][connect]") {
   CHECK_THAT(e.what(), Catch::Contains("timed out after 300 ms"));
   CHECK(since(start) >= 300ms);
   CHECK(since(start) < 5s);
+}
+
+TEST_CASE("sessions talk UTF-8 whatever PGCLIENTENCODING or the conninfo asks for",
+          "[pg][connect]") {
+  // The library's strings (payloads, names, messages) are UTF-8: a session in another client
+  // encoding stored "é" sent by a producer as the four bytes of "Ã©".
+  pgq_test::scratch_database db(false);
+  struct env_var {  // set for this test only
+    env_var() { ::setenv("PGCLIENTENCODING", "LATIN1", 1); }
+    ~env_var() { ::unsetenv("PGCLIENTENCODING"); }
+  } latin1;
+  for (const auto& conninfo :
+       std::vector<std::string>{db.dsn(), db.dsn() + " client_encoding=LATIN1"}) {
+    pgq_test::run_async([&]() -> asio::awaitable<void> {
+      auto conn = co_await pg::connect(co_await asio::this_coro::executor, conninfo);
+      auto r = co_await conn.query(
+          "SELECT current_setting('client_encoding'), octet_length($1::text), $1::text",
+          {std::string("\xc3\xa9")});
+      CHECK(r.get<std::string>(0, 0) == "UTF8");
+      CHECK(r.get<int>(0, 1) == 2);
+      CHECK(r.get<std::string>(0, 2) == "\xc3\xa9");
+    });
+  }
 }
 
 TEST_CASE("an empty connection handle fails cleanly", "[pg][connect]") {

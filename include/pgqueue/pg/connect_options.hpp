@@ -23,6 +23,8 @@ namespace pgqueue::pg {
 /// the server's, database's or role's `default_transaction_isolation`: the queue's functions
 /// need it (in REPEATABLE READ, concurrent claims fail with 40001). A `transaction` still begins
 /// with the level it is given. A SET sent ahead of the session's first request, no round trip.
+/// Sessions also always use `client_encoding` UTF8, whatever `PGCLIENTENCODING` or the conninfo
+/// says: every string the library sends or reads is UTF-8.
 ///
 /// `connect` refuses values outside the ranges given below with `errc::invalid_argument` before
 /// it connects. Every duration is at most `max_duration`.
