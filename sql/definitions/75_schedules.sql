@@ -39,10 +39,12 @@ BEGIN
       v_lo := p_min;
       v_hi := p_max;
     ELSE
-      -- Names stand for their numbers.
+      -- Names stand for their numbers. (Backslashes only in E'' strings: a session with
+      -- standard_conforming_strings off read '\m' as 'm'.)
       IF p_names IS NOT NULL THEN
         FOR i IN 1 .. cardinality(p_names) LOOP
-          v_range := regexp_replace(v_range, '\m' || p_names[i] || '\M', (p_min + i - 1)::text);
+          v_range := regexp_replace(v_range, E'\\m' || p_names[i] || E'\\M',
+                                    (p_min + i - 1)::text);
         END LOOP;
       END IF;
       v_m := regexp_match(v_range, '^([0-9]{1,2})(?:-([0-9]{1,2}))?$');
@@ -84,7 +86,7 @@ BEGIN
     WHEN '@yearly' THEN '0 0 1 1 *' WHEN '@annually' THEN '0 0 1 1 *'
     WHEN '@monthly' THEN '0 0 1 * *' WHEN '@weekly' THEN '0 0 * * 0'
     WHEN '@daily' THEN '0 0 * * *' WHEN '@midnight' THEN '0 0 * * *'
-    WHEN '@hourly' THEN '0 * * * *' ELSE p_cron END), '\s+');
+    WHEN '@hourly' THEN '0 * * * *' ELSE p_cron END), E'\\s+');
   IF cardinality(v_fields) <> 5 THEN
     RAISE EXCEPTION 'pgqueue: cron expression "%" must have five fields (minute hour '
                     'day-of-month month day-of-week), or be @yearly, @monthly, @weekly, @daily, '

@@ -70,6 +70,19 @@ TEST_CASE("cron_next finds the next slot across fields, zones and daylight-savin
   }
 }
 
+TEST_CASE("cron expressions read the same in a session with standard_conforming_strings off",
+          "[schedule]") {
+  // (There '\s+' was 's+' and '\m' was 'm': every name and every run of spaces failed.)
+  scratch_database db;
+  session s(db.dsn());
+  s.query("SET standard_conforming_strings = off");  // before the functions are first run
+  s.query("SET timezone = 'UTC'");
+  CHECK(s.scalar("SELECT pgqueue.cron_next('0  9 * *  MON', 'UTC', '2026-12-02 00:00+00')") ==
+        "2026-12-07 09:00:00+00");
+  CHECK(s.scalar("SELECT pgqueue.schedule('weekly', 'q', '0 9 * JAN-DEC SUN')") == "t");
+  CHECK(s.scalar("SELECT next_slot FROM pgqueue.schedules WHERE name = 'weekly'") != std::nullopt);
+}
+
 TEST_CASE("an invalid schedule is refused with 22023 naming the fault, and nothing is stored",
           "[schedule]") {
   scratch_database db;
