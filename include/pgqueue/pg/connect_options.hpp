@@ -20,9 +20,11 @@ namespace pgqueue::pg {
 /// the same way, as if dropped; that statement fails with `errc::protocol_error`.
 ///
 /// Every session (and every new one after a reconnect) runs READ COMMITTED by default, whatever
-/// the server's, database's or role's `default_transaction_isolation`: the queue's functions
-/// need it (in REPEATABLE READ, concurrent claims fail with 40001). A `transaction` still begins
-/// with the level it is given. A SET sent ahead of the session's first request, no round trip.
+/// `default_transaction_isolation` the server, database, role, conninfo or PGOPTIONS gives: the
+/// queue's functions need it (in REPEATABLE READ, concurrent claims fail with 40001). A
+/// `transaction` still begins with the level it is given. A SET sent ahead of the session's
+/// first request, no round trip; a `SET`, `RESET ALL` or `DISCARD ALL` of yours undoes it until
+/// the session is replaced.
 /// Sessions also always use `client_encoding` UTF8, whatever `PGCLIENTENCODING` or the conninfo
 /// says: every string the library sends or reads is UTF-8.
 ///
