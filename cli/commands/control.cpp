@@ -1,6 +1,7 @@
 // pgqueue retry, cancel, gc, pause, resume: what an operator changes by hand.
 #include <algorithm>
 #include <iostream>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
@@ -13,13 +14,20 @@ namespace {
 
 // Refuses a queue the database does not know (no jobs, counters, pause or schedule): most
 // likely a typo, which a destructive command must not act on (exit 2, nothing done).
+// A role that may not read what this looks at (42501) is not refused here: the command itself
+// then names what the role may not do, rather than a table it never asked for.
 asio::awaitable<void> require_known_queue(pgqueue::database& db, const std::string& queue) {
   pgqueue::pg::params p{queue};
-  auto r = co_await db.query(
-      "SELECT EXISTS (SELECT FROM pgqueue.queue_summary() s WHERE s.queue = $1) "
-      "OR EXISTS (SELECT FROM pgqueue.schedules s WHERE s.queue = $1)",
-      std::move(p));
-  if (!r.get<bool>(0, 0)) {
+  std::optional<pgqueue::pg::result> r;
+  try {
+    r.emplace(co_await db.query(
+        "SELECT EXISTS (SELECT FROM pgqueue.queue_summary() s WHERE s.queue = $1) "
+        "OR EXISTS (SELECT FROM pgqueue.schedules s WHERE s.queue = $1)",
+        std::move(p)));
+  } catch (const pgqueue::error& e) {
+    if (e.sqlstate() != "42501") throw;
+  }
+  if (r && !r->get<bool>(0, 0)) {
     throw usage_error("no queue named '" + printable(queue) +
                       "' (it has no jobs, no counters and no schedule); nothing done");
   }

@@ -485,6 +485,21 @@ TEST_CASE("pause stops a queue handing out jobs, resume starts it again; queues 
   CHECK(tool(db, {"resume", "mail"}).out == "mail was not paused\n");
 }
 
+TEST_CASE("an operator command run as a role without it names the function refused", "[cli]") {
+  // (Its check that the queue exists read a table such a role may not read, and named that.)
+  scratch_database db(true);
+  session admin(db.dsn());
+  admin.script("CREATE ROLE cli_worker LOGIN; SELECT pgqueue.grant_worker('cli_worker')");
+  admin.query("SELECT pgqueue.enqueue('mail', '{}')");
+  auto r = tool(db, {"--dsn", db.dsn() + " user=cli_worker", "pause", "mail"});
+  INFO(r.err);
+  CHECK(r.exit_code == 3);
+  CHECK(r.err.find("42501") != std::string::npos);
+  CHECK(r.err.find("function pause") != std::string::npos);
+  CHECK(admin.integer("SELECT count(*) FROM pgqueue.paused_queues") == 0);
+  admin.script("DROP OWNED BY cli_worker; DROP ROLE cli_worker");
+}
+
 TEST_CASE("grant-producer lets a role enqueue and nothing more", "[cli]") {
   scratch_database db(true);
   session admin(db.dsn());
