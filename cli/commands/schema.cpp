@@ -24,8 +24,15 @@ asio::awaitable<int> installed_version(pgqueue::database& db) {
 
 }  // namespace
 
+// The advisory lock sql/pgqueue.sql serialises installs on (its transaction takes it). Held by
+// `migrate` for the session from before it reads the installed version, so that a run that
+// waited for another one reports what it found then, not the version from before the other
+// one installed. (The script takes it again in its transaction: the same session may.)
+constexpr const char* install_lock = "8100266002545501541";
+
 int migrate(const context& ctx, bool check_only) {
   return ctx.run([&](pgqueue::database& db) -> asio::awaitable<int> {
+    if (!check_only) co_await db.query("SELECT pg_advisory_lock($1::bigint)", {install_lock});
     const int before = co_await installed_version(db);
     if (check_only) {
       const bool pending = before < pgqueue::schema_version;
@@ -41,7 +48,8 @@ int migrate(const context& ctx, bool check_only) {
       }
       co_return pending ? exit_code::answer_no : exit_code::ok;
     }
-    co_await pgqueue::migrate(db);
+    co_await pgqueue::migrate(db);  // (a failure ends the session, and the lock with it)
+    co_await db.query("SELECT pg_advisory_unlock($1::bigint)", {install_lock});
     if (ctx.json) {
       std::cout << nlohmann::json{{"from", before}, {"to", pgqueue::schema_version}}.dump() << "\n";
     } else if (before == pgqueue::schema_version) {

@@ -49,6 +49,37 @@ TEST_CASE("migrate installs, reports up to date, and --check says whether an upg
   CHECK(j["installed"] == j["available"]);
 }
 
+TEST_CASE("migrate that waited for another install reports it found the schema up to date",
+          "[cli]") {
+  // (Runs at once each printed "migrated: version 0 -> N": they read the version before the
+  // lock the install serialises on, and the first to get it did the work.)
+  scratch_database db(false);
+  session admin(db.dsn());
+  const std::string lock = "8100266002545501541";  // sql/pgqueue.sql's
+  admin.query("SELECT pg_advisory_lock($1)", {lock});
+  piped_tool a(db, {"migrate"});
+  piped_tool b(db, {"migrate"});
+  a.close_input();
+  b.close_input();
+  CHECK(wait_until(
+      [&] {
+        return admin.integer(
+                   "SELECT count(*) FROM pg_stat_activity WHERE datname = $1 "
+                   "AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()",
+                   {db.name()}) == 2;
+      },
+      std::chrono::seconds(10)));
+  admin.script(read_file(schema_file()));  // the other install, holding the lock meanwhile
+  admin.query("SELECT pg_advisory_unlock($1)", {lock});
+  const std::string up_to_date =
+      "up to date: version " +
+      admin.scalar("SELECT max(version) FROM pgqueue.schema_version").value() + "\n";
+  for (auto* t : {&a, &b}) {
+    CHECK(t->exit_code(std::chrono::seconds(30)) == 0);
+    CHECK(t->output() == up_to_date);
+  }
+}
+
 TEST_CASE("enqueue: one job with options, then newline-delimited JSON from stdin in batches",
           "[cli]") {
   scratch_database db(true);
