@@ -25,8 +25,9 @@ namespace pgqueue::pg {
 /// `transaction` still begins with the level it is given. A SET sent ahead of the session's
 /// first request, no round trip; a `SET`, `RESET ALL` or `DISCARD ALL` of yours undoes it until
 /// the session is replaced.
-/// Sessions also always use `client_encoding` UTF8, whatever `PGCLIENTENCODING` or the conninfo
-/// says: every string the library sends or reads is UTF-8.
+/// The same set-up sets `array_nulls` on, `extra_float_digits` 1 and, except in a SQL_ASCII
+/// database (whose bytes are handed out as stored), `client_encoding` UTF8, whatever
+/// `PGCLIENTENCODING` or the conninfo says: every string the library sends or reads is UTF-8.
 ///
 /// `connect` refuses values outside the ranges given below with `errc::invalid_argument` before
 /// it connects. Every duration is at most `max_duration`.

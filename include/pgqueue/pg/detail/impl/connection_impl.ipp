@@ -94,11 +94,25 @@ PGQUEUE_DECL std::exception_ptr connection_impl::adopt(conn_ptr conn) {
   wait_armed_ = false;
   wait_timer_.cancel();
   std::deque<request_ptr> setup;
-  // The queue's functions need READ COMMITTED: a database or role that defaults to REPEATABLE
-  // READ made concurrent claims fail with 40001, pause refuse, and no claim floor be made.
-  // (Transactions still choose their own level: pg::transaction begins with it.)
-  setup.push_back(make_statement(
-      "SELECT set_config('default_transaction_isolation', 'read committed', false)", nullptr));
+  // What the library's statements rely on, whatever the server, database, role, conninfo or
+  // PGOPTIONS set. READ COMMITTED: in REPEATABLE READ concurrent claims failed with 40001, pause
+  // refused, and no claim floor was made (pg::transaction still begins with its own level).
+  // array_nulls: a NULL in the arrays it sends (enqueue_batch's keys) is NULL, not the text
+  // "NULL" (with it off, a batch's keyless jobs were folded into one). extra_float_digits: the
+  // epochs it reads come back exact (at -15, a claim's due_at was in 2033). UTF-8, its strings'
+  // encoding (with PGCLIENTENCODING=LATIN1 a payload's "é" was stored as "Ã©"), except in a
+  // SQL_ASCII database: its bytes are unchecked, and converting them refused a payload that is
+  // not UTF-8, and with it every claim of its queue.
+  std::string settings =
+      "SELECT set_config('default_transaction_isolation', 'read committed', false), "
+      "set_config('array_nulls', 'on', false), set_config('extra_float_digits', '1', false)";
+  const char* server_encoding = PQparameterStatus(conn_.get(), "server_encoding");
+  const char* client_encoding = PQparameterStatus(conn_.get(), "client_encoding");
+  if (!(server_encoding && std::string_view(server_encoding) == "SQL_ASCII") &&
+      !(client_encoding && std::string_view(client_encoding) == "UTF8")) {
+    settings += ", set_config('client_encoding', 'UTF8', false)";
+  }
+  setup.push_back(make_statement(std::move(settings), nullptr));
   if (options_.statement_timeout.count() > 0) {
     params ms{std::to_string(options_.statement_timeout.count())};
     setup.push_back(make_statement("SELECT set_config('statement_timeout', $1, false)", nullptr,

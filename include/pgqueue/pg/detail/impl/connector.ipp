@@ -10,13 +10,15 @@ PGQUEUE_DECL void connector::start() {
   // expand_dbname=1: the "dbname" value may be any conninfo string or URI. Keywords before it
   // are defaults the conninfo overrides. TCP keepalives and tcp_user_timeout notice a silently
   // dead network within about a minute (the OS default is two hours), so an idle connection
-  // learns it must reconnect; unix sockets ignore them. The keyword after it overrides the
-  // conninfo: the client encoding, since every string this library sends or reads is UTF-8
-  // (in another one, PGCLIENTENCODING=LATIN1 say, a payload's "é" was stored as "Ã©").
-  const char* keywords[] = {
-      "fallback_application_name", "keepalives_idle", "keepalives_interval", "keepalives_count",
-      "tcp_user_timeout",          "dbname",          "client_encoding",     nullptr};
-  const char* values[] = {"pgqueue", "30", "10", "3", "60000", conninfo_.c_str(), "UTF8", nullptr};
+  // learns it must reconnect; unix sockets ignore them.
+  const char* keywords[] = {"fallback_application_name",
+                            "keepalives_idle",
+                            "keepalives_interval",
+                            "keepalives_count",
+                            "tcp_user_timeout",
+                            "dbname",
+                            nullptr};
+  const char* values[] = {"pgqueue", "30", "10", "3", "60000", conninfo_.c_str(), nullptr};
   conn_.reset(PQconnectStartParams(keywords, values, 1));
   if (!conn_) return fail(errc::connect_failed, "could not allocate a libpq connection");
   // libpq's default prints notices to stderr; a library must stay quiet.
