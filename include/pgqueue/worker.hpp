@@ -144,6 +144,8 @@ class worker {
   /// stop_timeout), cancels and releases the rest, waits for pending acks and returns. While
   /// the connection reconnects after a drop it keeps going: claims are sent again, acks whose
   /// outcome was lost are repeated (fenced by lease token) and counted by what the server shows.
+  /// So are a claim and acks the server refused this once (SQLSTATE 40001, 40P01, 55P03 or
+  /// 57014: a lock or statement timeout the database or role sets).
   ///
   /// Everything the worker runs (its claim, ack and janitor loops, the handlers, the lanes of
   /// `connections` > 1) runs on a strand that run() makes of the awaiting coroutine's
@@ -251,6 +253,15 @@ class worker {
   // Whether `e` is a dropped connection that is being re-established.
   bool reconnecting(const error& e) const {
     return detail::lease_state::connection_fault(e) && q_.db().is_open();
+  }
+
+  // Whether the statement that failed with `e` goes out again (acks with the next ones, the
+  // claim on the next turn): the connection is being re-established, or the server refused it
+  // this once (a lock or statement timeout, a serialization failure, a deadlock). The statement
+  // then did nothing: its acks are still to do.
+  bool send_again(const error& e) const {
+    return reconnecting(e) ||
+           (e.code() == pg::errc::server_error && detail::transient_refusal(e.sqlstate()));
   }
 
   // Acks whose outcome a dropped connection left unknown go out again with the next ones

@@ -111,6 +111,39 @@ TEST_CASE("two workers drain a queue together in a database that defaults to REP
   CHECK(count_jobs(admin, "done", "q") == jobs);
 }
 
+TEST_CASE("a worker's claim that waits past a database's lock_timeout is sent again",
+          "[queue][isolation]") {
+  // (The 55P03 ended run(), and the acks that rode with that claim were counted lost: their
+  // jobs ran again once their leases expired.)
+  queue_fixture f;
+  session admin(f.db.dsn());
+  admin.query("SELECT pgqueue.set_queue_limits('lim', 50)");  // claims then lock its row
+  admin.query("SELECT pgqueue.enqueue_batch('lim', array_fill('{}'::jsonb, ARRAY[200]))");
+  database_default(f, admin, "lock_timeout", "50ms");
+  run_async([&]() -> asio::awaitable<void> {
+    pgqueue::queue q{co_await f.connect(), "lim"};
+    int ran = 0;
+    std::optional<pgqueue::worker> w;
+    w.emplace(q, [&](const pgqueue::job&) -> asio::awaitable<void> {
+      if (++ran == 200) w->stop();
+      co_return;
+    });
+    // Claims of the queue wait for this transaction's lock on its limits row: the first goes
+    // past the lock_timeout, and so do those sent again meanwhile.
+    admin.script("BEGIN");
+    admin.query("SELECT pgqueue.set_queue_limits('lim', 40)");
+    auto hold = [&]() -> asio::awaitable<void> {
+      co_await pause(400ms);  // the subject is time: longer than the lock_timeout
+      admin.script("COMMIT");
+    };
+    co_await (w->run() && hold());
+    CHECK(ran == 200);
+    CHECK(w->stats().lost == 0);
+  });
+  CHECK(count_jobs(admin, "done", "lim") == 200);
+  CHECK(admin.integer("SELECT max(attempts) FROM pgqueue.jobs WHERE queue = 'lim'") == 1);
+}
+
 TEST_CASE("a batch's keyless jobs stay apart where array_nulls is off", "[queue][isolation]") {
   // (The NULLs among the keys were read as the key "NULL": the four jobs came back as two.)
   queue_fixture f;

@@ -45,6 +45,20 @@ TEST_CASE("a failed claim is repeated only after a drop being repaired, and not 
   CHECK_FALSE(claim_again_after_failure(true, true));
 }
 
+TEST_CASE(
+    "serialization failures, deadlocks and lock or statement timeouts are refusals of "
+    "one statement; other errors are not",
+    "[worker_schedule]") {
+  for (const char* state : {"40001", "40P01", "55P03", "57014"}) {
+    INFO(state);
+    CHECK(transient_refusal(state));
+  }
+  for (const char* state : {"", "22023", "42501", "23505", "53200", "57P01", "25006", "40003"}) {
+    INFO(state);
+    CHECK_FALSE(transient_refusal(state));
+  }
+}
+
 TEST_CASE("a request a drop failed goes out again at once unless no new session came since",
           "[worker_schedule]") {
   using std::chrono::milliseconds;

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdint>
 #include <optional>
+#include <string_view>
 
 #include <asio/cancellation_type.hpp>
 
@@ -53,10 +54,20 @@ inline claim_step next_claim(bool stopping, int concurrency, int in_flight, int 
 }
 
 /// What a failed claim does to the loop: a dropped connection that is being re-established is
-/// claimed on again once it is back (jobs the lost claim took return at lease expiry); any
-/// other failure, or any failure once stopping, ends the loop (run() throws it unless stopped).
-inline bool claim_again_after_failure(bool stopping, bool reconnecting) {
-  return !stopping && reconnecting;
+/// claimed on again once it is back (jobs the lost claim took return at lease expiry), and so
+/// is a statement the server refused this once (`transient_refusal`); any other failure, or
+/// any failure once stopping, ends the loop (run() throws it unless stopped).
+inline bool claim_again_after_failure(bool stopping, bool retryable) {
+  return !stopping && retryable;
+}
+
+/// Whether SQLSTATE `state` says the server refused a statement this once, so that the same
+/// statement may well succeed when sent again: a serialization failure (40001), a deadlock
+/// (40P01), a lock wait past `lock_timeout` (55P03), a statement past `statement_timeout` or
+/// cancelled (57014). A database or role may set those timeouts low: one claim that waited
+/// for a lock ended the worker's run, and the acks it carried were counted lost.
+inline bool transient_refusal(std::string_view state) {
+  return state == "40001" || state == "40P01" || state == "55P03" || state == "57014";
 }
 
 /// Paces the repeats of requests a dropped connection failed (a claim, an ack batch). A repeat

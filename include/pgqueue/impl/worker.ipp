@@ -266,9 +266,11 @@ PGQUEUE_DECL asio::awaitable<void> worker::claim_loop() {
     } catch (const error& e) {
       // The connection dropped and is reconnecting: claim again once it is back (the next
       // claim waits for the new session). Jobs a lost claim took come back at lease expiry.
-      if (!detail::claim_again_after_failure(stopping_, reconnecting(e))) throw;
+      // Or the server refused the claim this once (it waited past a lock_timeout, say): again
+      // after the same pacing; it took no job.
+      if (!detail::claim_again_after_failure(stopping_, send_again(e))) throw;
       dropped = true;
-      wakeups.unsubscribe();  // subscribed again once the session is back
+      if (reconnecting(e)) wakeups.unsubscribe();  // subscribed again once the session is back
     }
     if (dropped) {
       const auto pause = pacing.after_drop(q_.db().reconnects());
@@ -322,7 +324,7 @@ PGQUEUE_DECL asio::awaitable<std::vector<lease>> worker::ack_and_claim(int want)
     notify_acks(batch, std::move(r.acked), acked == sent);
     co_return std::move(r.leases);
   } catch (const error& e) {
-    if (!reconnecting(e)) {
+    if (!send_again(e)) {
       stats_.lost += sent;  // unconfirmed: the leases expire and the jobs run again
       notify_acks(batch, {}, false);
       throw;
@@ -518,7 +520,7 @@ PGQUEUE_DECL asio::awaitable<void> worker::ack_loop() {
       notify_acks(batch, std::move(acked_ids), acked == sent);
       pacing.answered();
     } catch (const error& e) {
-      if (reconnecting(e)) {
+      if (send_again(e)) {
         retry_acks(batch);
         dropped = true;
       } else {
