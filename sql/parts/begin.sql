@@ -18,7 +18,8 @@
 -- 8 = periodic jobs (pgqueue.schedules), 9 = per-queue concurrency and rate limits, jobs that
 -- wait for other jobs (pgqueue.queue_limits, pgqueue.job_dependencies), 10 = acks count done
 -- jobs in their own statement (pgqueue.count_done dropped), 11 = the floor rows say whether
--- their queue is paused or limited (pgqueue.ready_floor.held).
+-- their queue is paused or limited (pgqueue.ready_floor.held), 12 = the jobs table's CHECK
+-- constraints in a shorter stored form (every INSERT and UPDATE statement reads them back).
 -- This file is version @VERSION@.
 
 -- READ COMMITTED whatever the session's default: each statement below must see what the
@@ -82,3 +83,46 @@ SELECT DISTINCT p.proname, a.grantee
  WHERE to_regnamespace('pgqueue') IS NOT NULL
    AND p.pronamespace = to_regnamespace('pgqueue')
    AND a.privilege_type = 'EXECUTE' AND a.grantee <> 0 AND a.grantee <> p.proowner;
+
+-- For migration steps: takes the locks a step needs on tables that clients use, all at once,
+-- `p_exclusive` in ACCESS EXCLUSIVE mode and `p_share` in SHARE mode (names that do not exist
+-- yet are skipped: a fresh install makes them later). Waiting for one lock while holding
+-- another deadlocked with clients that held the one and wanted the other (under load every
+-- client call in flight failed with 40P01, or the upgrade did): each try waits at most 50 ms,
+-- far below the deadlock check's second, and gives back what it took when it fails; clients
+-- wait meanwhile, none fails. (Step 0011 has its own copy of this loop: a shipped step is
+-- never edited.)
+CREATE OR REPLACE FUNCTION pg_temp.pgqueue_lock_tables(p_exclusive text[], p_share text[])
+RETURNS void
+LANGUAGE plpgsql
+AS $lock$
+DECLARE
+  v_lock_timeout text := pg_catalog.current_setting('lock_timeout');
+  v_name text;
+BEGIN
+  PERFORM pg_catalog.set_config('lock_timeout', '50ms', true);
+  FOR v_try IN 1..600 LOOP
+    BEGIN
+      FOREACH v_name IN ARRAY p_exclusive LOOP
+        IF pg_catalog.to_regclass(v_name) IS NOT NULL THEN
+          EXECUTE pg_catalog.format('LOCK TABLE %s IN ACCESS EXCLUSIVE MODE', v_name);
+        END IF;
+      END LOOP;
+      FOREACH v_name IN ARRAY p_share LOOP
+        IF pg_catalog.to_regclass(v_name) IS NOT NULL THEN
+          EXECUTE pg_catalog.format('LOCK TABLE %s IN SHARE MODE', v_name);
+        END IF;
+      END LOOP;
+      EXIT;
+    EXCEPTION WHEN lock_not_available THEN
+      IF v_try = 600 THEN
+        RAISE EXCEPTION 'pgqueue: the upgrade could not lock its tables within 30 s'
+          USING ERRCODE = 'lock_not_available',
+                HINT = 'Transactions that use pgqueue''s tables stayed open; nothing changed. '
+                       'Run it again.';
+      END IF;
+    END;
+  END LOOP;
+  PERFORM pg_catalog.set_config('lock_timeout', v_lock_timeout, true);
+END
+$lock$;

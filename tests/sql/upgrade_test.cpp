@@ -1,8 +1,8 @@
 // Upgrading in place a database that runs the seed schema (tests/fixtures/seed_schema.sql), the
 // first release, version 2 (tests/fixtures/pgqueue_v2.sql), version 3
 // (tests/fixtures/pgqueue_v3.sql), version 4 (tests/fixtures/pgqueue_v4.sql), version 6
-// (tests/fixtures/pgqueue_v6.sql), version 8, 9 or 10 (tests/fixtures/pgqueue_v8.sql, _v9.sql,
-// _v10.sql).
+// (tests/fixtures/pgqueue_v6.sql), version 8, 9, 10 or 11 (tests/fixtures/pgqueue_v8.sql,
+// _v9.sql, _v10.sql, _v11.sql).
 #include <initializer_list>
 
 #include <catch2/catch.hpp>
@@ -42,6 +42,9 @@ std::string v9_file() {
 }
 std::string v10_file() {
   return PGQUEUE_SOURCE_ROOT "/tests/fixtures/pgqueue_v10.sql";
+}
+std::string v11_file() {
+  return PGQUEUE_SOURCE_ROOT "/tests/fixtures/pgqueue_v11.sql";
 }
 
 // Runs the statements one at a time, in order.
@@ -386,6 +389,54 @@ TEST_CASE("version 10 upgrades in place: the floors of paused and limited queues
   CHECK(claim(s, "run", "w").size() == 1);
 }
 
+TEST_CASE("version 11 upgrades in place: the jobs table's rules refuse what they refused",
+          "[upgrade]") {
+  scratch_database db(false);
+  session s(db.dsn());
+  s.script(read_file(v11_file()));
+  s.query("SELECT pgqueue.enqueue('q', '{}')");
+  const auto before = *s.scalar(row_text);
+  const auto rules = [&s] {
+    return *s.scalar(
+        "SELECT string_agg(conname || ' ' || pg_get_constraintdef(oid), E'\\n' "
+        "ORDER BY conname) FROM pg_constraint WHERE conrelid = 'pgqueue.jobs'::regclass "
+        "AND contype = 'c'");
+  };
+  const auto old_rules = rules();
+
+  s.script(read_file(schema_file()));
+
+  CHECK(*s.scalar(row_text) == before);
+  CHECK(s.integer("SELECT version FROM pgqueue.schema_version") == current_schema_version);
+  CHECK(old_rules != rules());
+  CHECK(rules() ==
+        "jobs_queue_name_check CHECK (((octet_length(queue) <@ '[1,256)'::int4range) AND "
+        "(queue !~ '[[:cntrl:]]'::text))) NOT VALID\n"
+        "jobs_state_check CHECK ((state = ANY "
+        "('{ready,claimed,done,dead,cancelled,waiting}'::text[]))) NOT VALID");
+  // Each rule by name, for rows written directly: a state, a queue name too long, empty, or
+  // with a control character; the bounds and every state still pass.
+  const std::string state_rule =
+      "23514: new row for relation \"jobs\" violates check constraint \"jobs_state_check\"";
+  const std::string name_rule =
+      "23514: new row for relation \"jobs\" violates check constraint \"jobs_queue_name_check\"";
+  CHECK(s.failure_of("UPDATE pgqueue.jobs SET state = 'Ready'") == state_rule);
+  CHECK(
+      s.failure_of("INSERT INTO pgqueue.jobs (queue, payload, state) VALUES ('q', '{}', 'gone')") ==
+      state_rule);
+  CHECK(s.failure_of("INSERT INTO pgqueue.jobs (queue, payload) VALUES ('', '{}')") == name_rule);
+  CHECK(s.failure_of("INSERT INTO pgqueue.jobs (queue, payload) VALUES (repeat('q', 256), '{}')") ==
+        name_rule);
+  CHECK(s.failure_of("INSERT INTO pgqueue.jobs (queue, payload) VALUES (E'a\\tb', '{}')") ==
+        name_rule);
+  CHECK(s.failure_of("INSERT INTO pgqueue.jobs (queue, payload) VALUES (repeat('q', 255), '{}')")
+            .empty());
+  CHECK(s.failure_of("INSERT INTO pgqueue.jobs (queue, payload, state) SELECT 'q', '{}', s FROM "
+                     "unnest(ARRAY['ready', 'claimed', 'done', 'dead', 'cancelled', 'waiting']) s")
+            .empty());
+  CHECK(s.integer("SELECT count(*) FROM pgqueue.jobs") == 8);
+}
+
 }  // namespace sql_upgrade_test
 
 namespace sql_upgrade_test {
@@ -401,9 +452,9 @@ TEST_CASE("every upgrade path ends in the schema a fresh install makes", "[upgra
                              Catch::Contains("function pgqueue.claim_batch(text,text,integer,"
                                              "interval) definer"));
   const std::vector<std::pair<std::string, std::string>> starts = {
-      {"the seed", seed_file()}, {"version 2", v2_file()},  {"version 3", v3_file()},
-      {"version 4", v4_file()},  {"version 6", v6_file()},  {"version 8", v8_file()},
-      {"version 9", v9_file()},  {"version 10", v10_file()}};
+      {"the seed", seed_file()}, {"version 2", v2_file()},   {"version 3", v3_file()},
+      {"version 4", v4_file()},  {"version 6", v6_file()},   {"version 8", v8_file()},
+      {"version 9", v9_file()},  {"version 10", v10_file()}, {"version 11", v11_file()}};
   for (const auto& [from, file] : starts) {
     INFO("upgraded from " << from);
     scratch_database db(false);
