@@ -93,13 +93,21 @@ BEGIN
     PERFORM pgqueue.dependencies_add(ARRAY[v_id], p_depends_on);
     v_inserted := false;  -- not ready: nothing to admit under the floors
   END IF;
-  -- Keyed by the floor table too: a schema dropped and installed again has none of them. The
-  -- queue's bytes in hex keep the name a valid setting name and distinct for every queue.
-  v_known := 'pgqueue.floor_known_' || to_hex(p_priority) || '_'
-             || 'pgqueue.ready_floor'::regclass::oid || '_' || encode(textsend(p_queue), 'hex');
-  -- ('on' only: a transaction that rolled back leaves the setting '', not NULL.)
+  -- Whether this session saw the floor of this queue and priority committed (floors are never
+  -- removed): then a job due from the call's time is above it, and the floor need not be read.
+  -- Remembered in one of 256 session settings, chosen by a hash of the queue and priority,
+  -- holding the exact key (one setting per queue and priority made a session that enqueued
+  -- into thousands of queues slower with each new one: PostgreSQL sorts a session's settings
+  -- again for every new name, 1.7 ms per enqueue into a new queue once 8,000 were known). Two
+  -- keys with the same slot take turns; a miss only reads the floor. The key names the floor
+  -- table too (a schema dropped and installed again has none of them) and the queue's bytes
+  -- in hex. (The key is written out again below rather than kept in a variable: each
+  -- expression of a call is set up again in every transaction.)
+  v_known := 'pgqueue.floor_known_' || ((hashtext(p_queue) # p_priority) & 255);
   IF v_inserted AND (v_run_after < v_locked_at
-                     OR current_setting(v_known, true) IS DISTINCT FROM 'on') THEN
+                     OR current_setting(v_known, true) IS DISTINCT FROM
+                        to_hex(p_priority) || '_' || 'pgqueue.ready_floor'::regclass::oid || '_'
+                        || encode(textsend(p_queue), 'hex')) THEN
     -- This statement's snapshot is taken after the lock (in READ COMMITTED): any move is in it.
     SELECT (v_run_after, v_id) >= (f.run_after, f.id), f.moved_at <> now()
       INTO v_above, v_committed
@@ -115,7 +123,9 @@ BEGIN
     -- this transaction's now()): one made here may be undone with this transaction, and after
     -- PREPARE TRANSACTION and ROLLBACK PREPARED the session keeps its settings.
     IF v_committed THEN
-      PERFORM set_config(v_known, 'on', false);
+      v_done := set_config(v_known,
+                           to_hex(p_priority) || '_' || 'pgqueue.ready_floor'::regclass::oid || '_'
+                           || encode(textsend(p_queue), 'hex'), false);
     END IF;
     IF NOT coalesce(v_above AND (current_setting('transaction_isolation') = 'read committed'
                                  OR v_run_after >= v_locked_at), false) THEN

@@ -150,9 +150,11 @@ BEGIN
   -- but the next move, pause and set_queue_limits do): only when the claim is most likely a
   -- transaction of its own (it began with this statement, within 5 ms: the extended protocol
   -- starts it at Parse), not a statement in a longer one. (A BEGIN sent just before looks the
-  -- same from here.)
+  -- same from here.) The time is kept in one of 256 session settings, by a hash of the queue
+  -- (as enqueue's floor_known: a setting per queue made each new one slower to add); two
+  -- queues with the same slot share a time, which can only move a look by up to a second.
   IF statement_timestamp() - transaction_timestamp() < interval '5 milliseconds' THEN
-    v_floor_check := 'pgqueue.floor_due_' || to_hex(hashtext(p_queue));
+    v_floor_check := 'pgqueue.floor_due_' || (hashtext(p_queue) & 255);
     IF extract(epoch FROM now()) >= coalesce(nullif(current_setting(v_floor_check, true), ''),
                                              '0')::float8 THEN
       IF EXISTS (SELECT FROM pgqueue.ready_floor f
