@@ -29,8 +29,18 @@
 BEGIN ISOLATION LEVEL READ COMMITTED;
 SET LOCAL client_min_messages = warning;
 
--- Serialise concurrent installs before touching the catalog ('pgqueue' as a 64-bit key).
-DO $$ BEGIN PERFORM pg_catalog.pg_advisory_xact_lock(8100266002545501541); END $$;
+-- Serialise concurrent installs before touching the catalog ('pgqueue' as a 64-bit key): the
+-- second waits for the first, whatever lock_timeout the database or role sets (with one of
+-- 20 ms, two of three installs run at once failed here, re-runs that change nothing too).
+DO $$
+DECLARE
+  v_lock_timeout text := pg_catalog.current_setting('lock_timeout');
+BEGIN
+  PERFORM pg_catalog.set_config('lock_timeout', '0', true);
+  PERFORM pg_catalog.pg_advisory_xact_lock(8100266002545501541);
+  PERFORM pg_catalog.set_config('lock_timeout', v_lock_timeout, true);
+END
+$$;
 
 CREATE SCHEMA IF NOT EXISTS pgqueue;
 

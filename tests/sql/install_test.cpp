@@ -1,5 +1,8 @@
 // Installing and re-installing sql/pgqueue.sql: idempotent, concurrent-safe, refuses downgrades,
 // and every function pins its search_path.
+#include <atomic>
+#include <chrono>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -105,6 +108,37 @@ TEST_CASE("two installs at once both succeed whatever the sessions' default isol
         std::vector<std::string>{"", ""});
   session s(db.dsn());
   CHECK(s.integer("SELECT version FROM pgqueue.schema_version") == current_schema_version);
+}
+
+TEST_CASE("an install waits for another one whatever lock_timeout the database sets",
+          "[install][concurrency]") {
+  // (With lock_timeout 20 ms, one of two installs run at once failed with 55P03 at the lock
+  // that serialises them.)
+  scratch_database db(false);
+  session holder(db.dsn());
+  session watcher(db.dsn());
+  holder.query("SELECT pg_advisory_lock(8100266002545501541)");  // as an install in progress
+  std::string error;
+  std::atomic<int> pid{0};
+  std::atomic<bool> ended{false};
+  std::thread install([&] {
+    try {
+      session s(db.dsn());
+      pid = s.backend_pid();
+      s.query("SET lock_timeout = '20ms'");
+      s.script(read_file(schema_file()));
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+    ended = true;
+  });
+  // Until it waits for the lock (or has failed instead of waiting).
+  while (!ended && (pid == 0 || !waits_on_lock(watcher, pid))) std::this_thread::yield();
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the subject: past the timeout
+  holder.query("SELECT pg_advisory_unlock(8100266002545501541)");
+  install.join();
+  CHECK(error == "");
+  CHECK(watcher.integer("SELECT version FROM pgqueue.schema_version") == current_schema_version);
 }
 
 TEST_CASE("a role other than the schema's owner may not run the file, a superuser included",
