@@ -6,6 +6,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -80,7 +81,10 @@ class lease {
 
   /// Marks the job done. One round trip. Throws `errc::lease_lost` when the job is no longer
   /// held (nothing is changed), `errc::lease_finished` when already finished or while an ack
-  /// or nack inside a transaction is pending (nothing sent), or a connection
+  /// or nack inside a transaction is pending (nothing sent), the server's error when it
+  /// refused the statement (e.g. 55P03 past a `lock_timeout`, 57014 past a
+  /// `statement_timeout`: nothing changed, and the lease is still held and heartbeating, so
+  /// the call may be made again, and a lease destroyed is nacked as usual), or a connection
   /// error (the lease then expires and the job runs again: at-least-once). When the connection
   /// drops, the ack is sent again once it has reconnected, while the lease may still be valid;
   /// if the first try had taken effect (its answer was lost), the job is found done under this
@@ -147,6 +151,11 @@ class lease {
                                               std::optional<std::chrono::milliseconds> delay);
 
   static asio::awaitable<void> do_release(std::shared_ptr<detail::lease_state> s);
+  // The first statement of a final operation (settle): one the server refused changed
+  // nothing, so the lease is held again (see lease_state::held_again) before the error goes on.
+  static asio::awaitable<pg::result> settle_own(std::shared_ptr<detail::lease_state> s,
+                                                std::string_view sql, pg::params args,
+                                                bool* repeated);
 
   // The job's state as far as this claim is concerned (pgqueue.lease_outcome): its state while
   // no later claim was made, else "lost". One round trip, after a repeated final operation.

@@ -28,6 +28,8 @@
 #include <asio/error.hpp>
 #include <asio/io_context.hpp>
 #include <asio/post.hpp>
+#include <asio/redirect_error.hpp>
+#include <asio/steady_timer.hpp>
 #include <asio/strand.hpp>
 #include <asio/this_coro.hpp>
 #include <asio/use_awaitable.hpp>
@@ -277,6 +279,13 @@ class worker {
   // Releases a job this worker will not finish. True when released, false when lost.
   asio::awaitable<bool> give_back(lease& l);
 
+  // Runs `op` (an ack, nack or release of the worker's own) and sends it again while the
+  // server refuses it this once (transient_refusal: the lease is then still held), 250 ms
+  // apart, for at most the lease's length and not once the stop is forced; rethrows the last
+  // failure. (One refusal lost the nack: the job waited for its lease to expire.)
+  template <class Op>
+  asio::awaitable<void> own_final(Op op);
+
   // A transactional handler's job: the handler and the ack in one transaction (run again
   // after 40001/40P01); a failure leaves the lease held (rolled back) for run_job to nack.
   asio::awaitable<void> handle_in_transaction(lease& l);
@@ -289,10 +298,10 @@ class worker {
   // observer hears of it.
   job_event_kind count_own_outcome(detail::lease_state::outcome o);
 
-  // Nacks with the handler's message. Should the server still refuse it (a statement error,
-  // not a connection fault: e.g. a trigger, or an encoding that cannot hold the text), nacks
-  // again once with a fixed ASCII reason, so the job is retried now rather than when its lease
-  // expires. True when nacked, false when the lease was lost. Throws what the last nack throws.
+  // Nacks with the handler's message (sent again while refused this once, see own_final).
+  // Should the server still refuse it (a statement error, not a connection fault: e.g. a
+  // trigger, or an encoding that cannot hold the text), nacks again with a fixed ASCII reason,
+  // so the job is retried now rather than when its lease expires. True when nacked, false when the lease was lost. Throws what the last nack throws.
   asio::awaitable<bool> nack_failed(lease& l, std::string reason);
 
   // Tells the observer how the worker's acks of `batch` ended: `finished` for the jobs in

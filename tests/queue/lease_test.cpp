@@ -112,6 +112,81 @@ TEST_CASE("destroying a lease without ack nacks the job", "[lease]") {
   });
 }
 
+TEST_CASE("an ack or a nack or a release the server refuses leaves the lease held", "[lease]") {
+  // (The refused call finished the lease: a second try said lease_finished, and the job stayed
+  // claimed, heartbeats stopped, until its lease expired.)
+  queue_fixture f;
+  session admin(f.db.dsn());
+  run_async([&]() -> asio::awaitable<void> {
+    auto db = co_await f.connect();
+    co_await db.query("SET lock_timeout = '100ms'");
+    pgqueue::queue q{db, "q", {.lease = 2s, .heartbeat_interval = 200ms}};
+    for (const char* op : {"ack", "nack", "release"}) {
+      INFO(op);
+      const auto id = co_await q.enqueue("{}");
+      auto l = co_await q.claim();
+      admin.query("BEGIN");
+      admin.query("SELECT FROM pgqueue.jobs WHERE id = $1 FOR UPDATE", {std::to_string(id)});
+      auto call = [&]() -> asio::awaitable<void> {
+        if (op == std::string("ack")) co_await l.ack();
+        if (op == std::string("nack")) co_await l.nack("failed");
+        if (op == std::string("release")) co_await l.release();
+      };
+      std::string state;
+      try {
+        co_await call();
+      } catch (const pgqueue::error& e) {
+        state = e.sqlstate();
+      }
+      CHECK(state == "55P03");
+      CHECK_FALSE(l.finished());
+      CHECK_FALSE(l.lost());
+      admin.query("COMMIT");
+      // Heartbeats go on: the lease is extended (a heartbeat every 200 ms).
+      const auto until = [&] {
+        return admin.integer(
+            "SELECT (extract(epoch FROM lease_until) * 1000)::bigint "
+            "FROM pgqueue.jobs WHERE id = $1",
+            {std::to_string(id)});
+      };
+      const auto before = until();
+      co_await pause(600ms);  // the subject is time: three heartbeats
+      CHECK(until() > before);
+      CHECK_FALSE(l.lost());
+      co_await call();  // sent again, now it goes through
+      CHECK(l.finished());
+      const auto j = read_job(admin, id);
+      CHECK(j.state == (op == std::string("ack") ? "done" : "ready"));
+    }
+  });
+}
+
+TEST_CASE("a lease destroyed after a refused ack is nacked as abandoned", "[lease]") {
+  queue_fixture f;
+  session admin(f.db.dsn());
+  run_async([&]() -> asio::awaitable<void> {
+    auto db = co_await f.connect();
+    co_await db.query("SET lock_timeout = '100ms'");
+    pgqueue::queue q{db, "q"};
+    const auto id = co_await q.enqueue("{}");
+    {
+      auto l = co_await q.claim();
+      admin.query("BEGIN");
+      admin.query("SELECT FROM pgqueue.jobs WHERE id = $1 FOR UPDATE", {std::to_string(id)});
+      std::string refused;
+      try {
+        co_await l.ack();
+      } catch (const pgqueue::error& e) {
+        refused = e.sqlstate();
+      }
+      CHECK(refused == "55P03");
+      admin.query("COMMIT");
+    }
+    CHECK(co_await eventually([&] { return read_job(admin, id).state == "ready"; }));
+    CHECK(*read_job(admin, id).last_error == "abandoned");
+  });
+}
+
 TEST_CASE("a finished lease refuses a second ack", "[lease]") {
   queue_fixture f;
   run_async([&]() -> asio::awaitable<void> {

@@ -144,6 +144,44 @@ TEST_CASE("a worker's claim that waits past a database's lock_timeout is sent ag
   CHECK(admin.integer("SELECT max(attempts) FROM pgqueue.jobs WHERE queue = 'lim'") == 1);
 }
 
+TEST_CASE("a worker's nack the server refuses for a while is sent again with the handler's text",
+          "[queue][isolation]") {
+  // (Two refusals 100 ms apart and the worker gave up: the job waited for its lease to expire,
+  // counted lost, its error "lease expired" instead of the handler's.)
+  queue_fixture f;
+  session admin(f.db.dsn());
+  database_default(f, admin, "lock_timeout", "100ms");
+  std::int64_t id = 0;
+  pgqueue::worker_stats stats;
+  run_async([&]() -> asio::awaitable<void> {
+    pgqueue::queue q{co_await f.connect(), "q"};
+    id = co_await q.enqueue("{}");
+    std::optional<pgqueue::worker> w;
+    w.emplace(q, [&](const pgqueue::job&) -> asio::awaitable<void> {
+      // The job's row is locked while its nack goes out, for 800 ms: eight refusals.
+      admin.query("BEGIN");
+      admin.query("SELECT FROM pgqueue.jobs WHERE id = $1 FOR UPDATE", {std::to_string(id)});
+      w->stop();
+      throw std::runtime_error("the handler's own message");
+    });
+    auto hold = [&]() -> asio::awaitable<void> {
+      while (admin.integer("SELECT count(*) FROM pg_locks WHERE locktype = 'transactionid' "
+                           "AND NOT granted") == 0) {
+        co_await pause(10ms);
+      }
+      co_await pause(800ms);  // the subject is time: several lock_timeouts
+      admin.query("COMMIT");
+    };
+    co_await (w->run() && hold());
+    stats = w->stats();
+  });
+  CHECK(stats.failed == 1);
+  CHECK(stats.lost == 0);
+  const auto j = read_job(admin, id);
+  CHECK(j.state == "ready");
+  CHECK(*j.last_error == "the handler's own message");
+}
+
 TEST_CASE("a batch's keyless jobs stay apart where array_nulls is off", "[queue][isolation]") {
   // (The NULLs among the keys were read as the key "NULL": the four jobs came back as two.)
   queue_fixture f;

@@ -60,6 +60,7 @@ struct lease_state : std::enable_shared_from_this<lease_state> {
   asio::cancellation_signal lost_signal;  // touched on `home` only
   std::atomic<bool> finished{false};      // acked, nacked, released or abandoned
   std::atomic<bool> lost{false};          // the server refused a heartbeat, or the lease ran out
+  std::atomic<bool> beating{false};       // a heartbeat loop runs (ended on the strand)
   // What a final operation of the lease's own (ack, nack, release) achieved, for the worker's
   // counts of what handlers did themselves.
   enum class outcome : int { none, acked, failed, released };
@@ -119,7 +120,19 @@ struct lease_state : std::enable_shared_from_this<lease_state> {
       const std::vector<std::shared_ptr<lease_state>>* batch = nullptr);
 
   void start_heartbeat() {
+    beating = true;
     asio::co_spawn(db.get_executor(), heartbeat_loop(shared_from_this()), asio::detached);
+  }
+
+  // A final operation the server refused (a statement error: it changed nothing) leaves the
+  // lease held again, heartbeating: the caller may try again, and a lease destroyed is nacked
+  // as abandoned. The heartbeat loop that finish() stopped may not have ended yet (its stop is
+  // posted): it then goes on, else a new one starts; both on the connection's strand.
+  void held_again() {
+    finished = false;
+    asio::post(db.get_executor(), [self = shared_from_this()] {
+      if (!self->finished && !self->lost && !self->beating) self->start_heartbeat();
+    });
   }
 
   // Stops the heartbeat loop (from any thread).

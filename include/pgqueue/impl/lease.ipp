@@ -106,7 +106,7 @@ PGQUEUE_DECL asio::awaitable<std::size_t> lease::do_ack_batch(
 PGQUEUE_DECL asio::awaitable<void> lease::do_ack(std::shared_ptr<detail::lease_state> s) {
   pg::params p{s->the_job.id, s->worker_id, s->token};
   bool repeated = false;
-  auto r = co_await s->settle("SELECT pgqueue.ack($1, $2, $3)", std::move(p), &repeated);
+  auto r = co_await settle_own(s, "SELECT pgqueue.ack($1, $2, $3)", std::move(p), &repeated);
   bool acked = r.get<bool>(0, 0);
   if (!acked && repeated) {
     const auto f = detail::lease_state::fence_of({s});
@@ -126,8 +126,8 @@ PGQUEUE_DECL asio::awaitable<nack_result> lease::do_nack(
   if (delay) requeue_after = detail::lease_state::interval(*delay);
   pg::params p{s->the_job.id, s->worker_id, reason, requeue_after, s->token};
   bool repeated = false;
-  auto r = co_await s->settle("SELECT pgqueue.nack($1, $2, $3, $4::interval, $5)", std::move(p),
-                              &repeated);
+  auto r = co_await settle_own(s, "SELECT pgqueue.nack($1, $2, $3, $4::interval, $5)",
+                               std::move(p), &repeated);
   auto outcome = r.get<std::string>(0, 0);
   if (outcome == "lost" && repeated) {
     // The first try may have taken effect: the job is then ready or dead under this claim.
@@ -142,12 +142,25 @@ PGQUEUE_DECL asio::awaitable<nack_result> lease::do_nack(
 PGQUEUE_DECL asio::awaitable<void> lease::do_release(std::shared_ptr<detail::lease_state> s) {
   pg::params p{s->the_job.id, s->worker_id, s->token};
   bool repeated = false;
-  auto r = co_await s->settle("SELECT pgqueue.release($1, $2, $3)", std::move(p), &repeated);
+  auto r =
+      co_await settle_own(s, "SELECT pgqueue.release($1, $2, $3)", std::move(p), &repeated);
   bool released = r.get<bool>(0, 0);
   // A release that took effect left the job ready under this claim.
   if (!released && repeated) released = co_await outcome_of(s, &repeated) == "ready";
   if (!released) throw lost_error(*s);
   s->ended_as = detail::lease_state::outcome::released;
+}
+
+PGQUEUE_DECL asio::awaitable<pg::result> lease::settle_own(std::shared_ptr<detail::lease_state> s,
+                                                          std::string_view sql, pg::params args,
+                                                          bool* repeated) {
+  try {
+    co_return co_await s->settle(sql, std::move(args), repeated);
+  } catch (const error& e) {
+    // (After a repeat the first try's outcome is unknown: the lease stays finished.)
+    if (e.code() == pg::errc::server_error && !*repeated) s->held_again();
+    throw;
+  }
 }
 
 PGQUEUE_DECL asio::awaitable<std::string> lease::outcome_of(

@@ -358,9 +358,29 @@ PGQUEUE_DECL asio::awaitable<std::int64_t> worker::count_acked(std::vector<std::
   }
 }
 
+template <class Op>
+asio::awaitable<void> worker::own_final(Op op) {
+  const auto give_up = clock::now() + q_.options().lease;
+  asio::steady_timer pause(co_await asio::this_coro::executor);
+  for (;;) {
+    try {
+      co_await op();
+      co_return;
+    } catch (const error& e) {
+      if (e.code() != pg::errc::server_error || !detail::transient_refusal(e.sqlstate()) ||
+          forced_ || clock::now() >= give_up) {
+        throw;
+      }
+    }
+    pause.expires_after(detail::repeat_pacing::pause);
+    std::error_code ec;
+    co_await pause.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+  }
+}
+
 PGQUEUE_DECL asio::awaitable<bool> worker::give_back(lease& l) {
   try {
-    co_await l.release();
+    co_await own_final([&l] { return l.release(); });
     ++stats_.released;
     co_return true;
   } catch (const std::exception&) {
@@ -435,7 +455,7 @@ PGQUEUE_DECL asio::awaitable<void> worker::run_job(lease l, std::shared_ptr<runn
         if (detail::flush_acks_now(idle_, stopping_)) flush_acks();
         break;
       case detail::job_step::acked:
-        co_await l.ack();
+        co_await own_final([&l] { return l.ack(); });
         ++stats_.acked;
         ending = job_event_kind::finished;
         break;
@@ -471,24 +491,22 @@ PGQUEUE_DECL job_event_kind worker::count_own_outcome(detail::lease_state::outco
 PGQUEUE_DECL asio::awaitable<bool> worker::nack_failed(lease& l, std::string reason) {
   std::string refused;
   try {
-    co_await l.nack(std::move(reason));
+    co_await own_final([&l, &reason] { return l.nack(reason); });
     ++stats_.failed;
     co_return true;
   } catch (const error& e) {
     if (e.code() != pg::errc::server_error) throw;
     refused = e.sqlstate();
   }
-  // The first nack finished the lease; this one goes through its state, like its
-  // destructor's nack.
-  const auto s = l.state_;
-  pg::params p{s->the_job.id, s->worker_id,
-               "the handler failed; the server refused its message (SQLSTATE " +
-                   detail::clean_error_text(refused, 5) + ")",
-               s->token};
-  bool repeated = false;
-  auto r = co_await s->settle("SELECT pgqueue.nack($1, $2, $3, NULL, $4)", std::move(p), &repeated);
-  if (r.get<std::string>(0, 0) == "lost") {
-    ++stats_.lost;  // taken back meanwhile (or, after a repeat, outcome unknown)
+  // A refused nack changed nothing: the lease is held, for the nack with a fixed reason.
+  try {
+    co_await own_final([&l, &refused] {
+      return l.nack("the handler failed; the server refused its message (SQLSTATE " +
+                    detail::clean_error_text(refused, 5) + ")");
+    });
+  } catch (const error& e) {
+    if (e.code() != errc::lease_lost) throw;
+    ++stats_.lost;  // taken back meanwhile
     co_return false;
   }
   ++stats_.failed;

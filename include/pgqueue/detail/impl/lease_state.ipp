@@ -57,6 +57,10 @@ PGQUEUE_DECL asio::awaitable<lease_state::beat_outcome> lease_state::beat(
 }
 
 PGQUEUE_DECL asio::awaitable<void> lease_state::heartbeat_loop(std::shared_ptr<lease_state> self) {
+  struct ended {
+    lease_state& s;
+    ~ended() { s.beating = false; }
+  } on_end{*self};
   using namespace asio::experimental::awaitable_operators;
   auto wait = self->heartbeat_every;
   while (!self->finished) {
