@@ -10,6 +10,7 @@
 
 #include "support/async.hpp"
 #include "support/queue_fixture.hpp"
+#include "support/role.hpp"
 #include "support/session.hpp"
 
 namespace queue_worker_test {
@@ -260,19 +261,18 @@ TEST_CASE("a worker runs again after run() returned, stopped or cancelled", "[wo
         int handled = 0;
         asio::cancellation_signal enough;  // the first run ends after 5 jobs
         pgqueue::worker* self = nullptr;
-        pgqueue::worker w(
-            q,
-            [&](const pgqueue::job&) -> asio::awaitable<void> {
-              if (++handled == 5) {
-                if (cancel) {
-                  enough.emit(asio::cancellation_type::terminal);
-                } else {
-                  self->stop();
-                }
-              }
-              co_return;
-            },
-            {.concurrency = 2, .connections = connections});
+        pgqueue::worker w(q,
+                          [&](const pgqueue::job&) -> asio::awaitable<void> {
+                            if (++handled == 5) {
+                              if (cancel) {
+                                enough.emit(asio::cancellation_type::terminal);
+                              } else {
+                                self->stop();
+                              }
+                            }
+                            co_return;
+                          },
+                          {.concurrency = 2, .connections = connections});
         self = &w;
         std::error_code first;
         try {
@@ -281,8 +281,8 @@ TEST_CASE("a worker runs again after run() returned, stopped or cancelled", "[wo
         } catch (const pgqueue::error& e) {
           first = e.code();
         }
-        CHECK(first == (cancel ? std::error_code(asio::error::operation_aborted)
-                               : std::error_code()));
+        CHECK(first ==
+              (cancel ? std::error_code(asio::error::operation_aborted) : std::error_code()));
         handled_per_run.push_back(handled);
         handled = 100;  // the second run stops once the queue is empty
         auto second = [&]() -> asio::awaitable<void> {
@@ -453,23 +453,24 @@ TEST_CASE("a stop now acks the jobs whose handlers still returned normally", "[w
     pgqueue::queue q{co_await f.connect(), "q"};
     asio::steady_timer all_started(ex, asio::steady_timer::time_point::max());
     int started = 0;
-    pgqueue::worker w(
-        q,
-        [&](const pgqueue::job&) -> asio::awaitable<void> {
-          // In the past: a wait that begins later completes at once, as does one under way.
-          if (++started == concurrency) all_started.expires_at(asio::steady_timer::time_point::min());
-          // Finishes its work whatever happens: the cancel only ends this wait early.
-          asio::steady_timer t(co_await asio::this_coro::executor, 30s);
-          std::error_code ec;
-          co_await t.async_wait(asio::redirect_error(asio::use_awaitable, ec));
-        },
-        {.concurrency = concurrency, .stop_timeout = 30s});
+    pgqueue::worker w(q,
+                      [&](const pgqueue::job&) -> asio::awaitable<void> {
+                        // In the past: a wait that begins later completes at once, as does one
+                        // under way.
+                        if (++started == concurrency)
+                          all_started.expires_at(asio::steady_timer::time_point::min());
+                        // Finishes its work whatever happens: the cancel only ends this wait early.
+                        asio::steady_timer t(co_await asio::this_coro::executor, 30s);
+                        std::error_code ec;
+                        co_await t.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+                      },
+                      {.concurrency = concurrency, .stop_timeout = 30s});
     auto wait_started = [&]() -> asio::awaitable<void> {
       std::error_code ec;
       co_await all_started.async_wait(asio::redirect_error(asio::use_awaitable, ec));
     };
-    CHECK(aborted(
-        co_await cancelled_by(w.run(), wait_started(), asio::cancellation_type::terminal)));
+    CHECK(
+        aborted(co_await cancelled_by(w.run(), wait_started(), asio::cancellation_type::terminal)));
     stats = w.stats();
   });
   CHECK(count_jobs(admin, "done") == concurrency);
@@ -685,6 +686,52 @@ TEST_CASE("a janitor statement that fails keeps the lock once, and stop() gives 
   });
   CHECK(stats.janitor_reset >= 2);
   CHECK(admin.integer("SELECT last_value FROM public.janitor_calls") >= 5);
+}
+
+}  // namespace queue_worker_test
+
+namespace queue_worker_test {
+
+TEST_CASE("run() ended by a claim the server refuses for good still acks the finished jobs",
+          "[worker]") {
+  // (The acks riding on the refused claim were counted lost: 8 finished jobs stayed claimed
+  // and ran again after their leases expired.)
+  queue_fixture f;
+  session admin(f.db.dsn());
+  scoped_role role(f.db.dsn(), "worker");
+  admin.query("SELECT pgqueue.grant_worker($1)", {role.name()});
+  admin.query("SELECT pgqueue.enqueue_batch('q', array_fill('{}'::jsonb, ARRAY[100]))");
+  int handled = 0;
+  std::string refused;
+  pgqueue::worker_stats stats;
+  run_async([&]() -> asio::awaitable<void> {
+    pgqueue::queue q{co_await pgqueue::connect(co_await asio::this_coro::executor, role.dsn()),
+                     "q"};
+    pgqueue::worker w(q,
+                      [&](const pgqueue::job&) -> asio::awaitable<void> {
+                        if (++handled == 10) {
+                          // From the next claim on, refused (42501); ack_batch stays granted.
+                          admin.query(
+                              "REVOKE EXECUTE ON FUNCTION pgqueue.claim_batch(text, text, int, "
+                              "interval) FROM " +
+                              role.name());
+                        }
+                        co_return;
+                      },
+                      {.concurrency = 4});
+    try {
+      co_await w.run();
+    } catch (const pgqueue::error& e) {
+      refused = e.sqlstate();
+    }
+    stats = w.stats();
+  });
+  CHECK(refused == "42501");
+  CHECK(handled >= 10);
+  CHECK(stats.lost == 0);
+  CHECK(stats.acked == static_cast<std::uint64_t>(handled));
+  CHECK(count_jobs(admin, "done", "q") == handled);
+  CHECK(count_jobs(admin, "claimed", "q") == 0);
 }
 
 }  // namespace queue_worker_test

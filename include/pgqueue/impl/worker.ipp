@@ -324,7 +324,11 @@ PGQUEUE_DECL asio::awaitable<std::vector<lease>> worker::ack_and_claim(int want)
     notify_acks(batch, std::move(r.acked), acked == sent);
     co_return std::move(r.leases);
   } catch (const error& e) {
-    if (!send_again(e)) {
+    // The server refused the statement (nothing it asked was done) or the connection is
+    // coming back: the acks go out again, with the next claim or on their own (ack_batch)
+    // before run() ends, should the claim's failure end it. (Acks riding a claim that was
+    // refused for good, e.g. 42501, were counted lost: their jobs ran again.)
+    if (!send_again(e) && e.code() != pg::errc::server_error) {
       stats_.lost += sent;  // unconfirmed: the leases expire and the jobs run again
       notify_acks(batch, {}, false);
       throw;
