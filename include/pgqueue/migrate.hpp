@@ -4,6 +4,8 @@
 #include <exception>
 
 #include <asio/awaitable.hpp>
+#include <asio/co_spawn.hpp>
+#include <asio/detached.hpp>
 #include <asio/this_coro.hpp>
 
 #include "pgqueue/connect.hpp"
@@ -23,7 +25,8 @@ inline constexpr int schema_version = detail::schema_version;
 /// is newer than this library, or 42501 for a role that may not change the schema. After a
 /// failure nothing is changed and the connection is usable. Cancellation: before the script
 /// is sent nothing happens; after, the server still runs it to its end (installed, or rolled
-/// back as a whole) and the call throws operation_aborted without waiting.
+/// back as a whole) and the call throws operation_aborted at once, without waiting for it;
+/// later requests on the connection go out behind it.
 asio::awaitable<void> migrate(database db);
 
 }  // namespace pgqueue

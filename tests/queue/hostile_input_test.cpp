@@ -408,6 +408,29 @@ TEST_CASE("migrate refuses a role that does not own the schema, and a closed han
   CHECK(jobs_digest(s) == before);
 }
 
+TEST_CASE("migrate cancelled while its script waits returns at once", "[hostile][cancel]") {
+  // (It waited for the script to end before returning: 3.7 s behind an upgrade's lock.)
+  scratch_database db;
+  session holder(db.dsn());
+  session watcher(db.dsn());
+  holder.query("SELECT pg_advisory_lock(8100266002545501541)");  // another install, running
+  const auto dsn = db.dsn();
+  run_async([&]() -> asio::awaitable<void> {
+    using namespace asio::experimental::awaitable_operators;
+    auto conn = co_await pgqueue::connect(co_await asio::this_coro::executor, dsn);
+    auto cancel_once_waiting = [&]() -> asio::awaitable<void> {
+      while (!waits_on_lock(watcher, conn.backend_pid())) co_await pause(5ms);
+    };
+    auto r = co_await (pgqueue::migrate(conn) || cancel_once_waiting());
+    CHECK(r.index() == 1);
+    CHECK(waits_on_lock(watcher, conn.backend_pid()));  // returned while the script still waits
+    holder.query("SELECT pg_advisory_unlock(8100266002545501541)");
+    auto one = co_await conn.query("SELECT 1");  // behind the script: usable again
+    CHECK(one.get<int>(0, 0) == 1);
+    CHECK_FALSE(conn.in_transaction());
+  });
+}
+
 TEST_CASE("migrate cancelled at any step leaves a refused role's connection usable",
           "[hostile][cancel]") {
   scratch_database db;
