@@ -58,6 +58,11 @@ struct worker_stats {
   std::uint64_t lost = 0;           ///< lease lost (or ack unconfirmed) before the job could finish
   std::uint64_t released = 0;       ///< given back unfinished (at stop(), or by the handler)
   std::uint64_t janitor_reset = 0;  ///< expired leases this worker's janitor took back
+  /// Statements the server refused this once (40001, 40P01, 55P03, 57014) that the worker sent
+  /// again: claims (with the acks riding on them), ack batches, its own acks, nacks and
+  /// releases. run() does not end for these; a count that keeps growing while nothing is
+  /// claimed means a lock_timeout or statement_timeout too short for the queue's statements.
+  std::uint64_t refused = 0;
 };
 
 /// Runs a handler for each job of a queue, `concurrency` at a time: acks when the handler
@@ -261,9 +266,10 @@ class worker {
   // claim on the next turn): the connection is being re-established, or the server refused it
   // this once (a lock or statement timeout, a serialization failure, a deadlock). The statement
   // then did nothing: its acks are still to do.
-  bool send_again(const error& e) const {
-    return reconnecting(e) ||
-           (e.code() == pg::errc::server_error && detail::transient_refusal(e.sqlstate()));
+  bool send_again(const error& e) const { return reconnecting(e) || refused_this_once(e); }
+
+  static bool refused_this_once(const error& e) {
+    return e.code() == pg::errc::server_error && detail::transient_refusal(e.sqlstate());
   }
 
   // Acks whose outcome a dropped connection left unknown go out again with the next ones

@@ -139,6 +139,9 @@ TEST_CASE("a worker's claim that waits past a database's lock_timeout is sent ag
     co_await (w->run() && hold());
     CHECK(ran == 200);
     CHECK(w->stats().lost == 0);
+    // Each refused claim waited 50 ms of the 400: counted, at most eight.
+    CHECK(w->stats().refused >= 1);
+    CHECK(w->stats().refused <= 8);
   });
   CHECK(count_jobs(admin, "done", "lim") == 200);
   CHECK(admin.integer("SELECT max(attempts) FROM pgqueue.jobs WHERE queue = 'lim'") == 1);
@@ -177,6 +180,8 @@ TEST_CASE("a worker's nack the server refuses for a while is sent again with the
   });
   CHECK(stats.failed == 1);
   CHECK(stats.lost == 0);
+  CHECK(stats.refused >= 1);  // each refusal waited 100 ms of the 800
+  CHECK(stats.refused <= 8);
   const auto j = read_job(admin, id);
   CHECK(j.state == "ready");
   CHECK(*j.last_error == "the handler's own message");

@@ -269,6 +269,7 @@ PGQUEUE_DECL asio::awaitable<void> worker::claim_loop() {
       // Or the server refused the claim this once (it waited past a lock_timeout, say): again
       // after the same pacing; it took no job.
       if (!detail::claim_again_after_failure(stopping_, send_again(e))) throw;
+      if (refused_this_once(e)) ++stats_.refused;
       dropped = true;
       if (reconnecting(e)) wakeups.unsubscribe();  // subscribed again once the session is back
     }
@@ -371,10 +372,8 @@ asio::awaitable<void> worker::own_final(Op op) {
       co_await op();
       co_return;
     } catch (const error& e) {
-      if (e.code() != pg::errc::server_error || !detail::transient_refusal(e.sqlstate()) ||
-          forced_ || clock::now() >= give_up) {
-        throw;
-      }
+      if (!refused_this_once(e) || forced_ || clock::now() >= give_up) throw;
+      ++stats_.refused;
     }
     pause.expires_after(detail::repeat_pacing::pause);
     std::error_code ec;
@@ -543,6 +542,7 @@ PGQUEUE_DECL asio::awaitable<void> worker::ack_loop() {
       pacing.answered();
     } catch (const error& e) {
       if (send_again(e)) {
+        if (refused_this_once(e)) ++stats_.refused;
         retry_acks(batch);
         dropped = true;
       } else {
