@@ -26,7 +26,9 @@ inline constexpr int schema_version = detail::schema_version;
 /// failure nothing is changed and the connection is usable. Cancellation: before the script
 /// is sent nothing happens; after, the server still runs it to its end (installed, or rolled
 /// back as a whole) and the call throws operation_aborted at once, without waiting for it;
-/// later requests on the connection go out behind it.
+/// later requests on the connection go out behind it. Call it with no transaction open on the
+/// connection: the script is a transaction of its own (BEGIN ... COMMIT), and a ROLLBACK ends it
+/// after a failure or a cancel (also one cancelled before it was sent).
 asio::awaitable<void> migrate(database db);
 
 }  // namespace pgqueue
