@@ -177,10 +177,10 @@ void concurrency_limit_case(bool terminate) {
   if (!terminate) {
     // Every place used, never more; and the places are refilled at once when a job ends (an
     // ack wakes the queue), so the rate is near what three places allow. Places refilled only
-    // by the 1 s poll would give about 2.5 a second; the bound leaves room for a loaded
-    // machine under the sanitizers (12.7 and 13.2 seen there, 14.5 on a quiet one).
+    // by the 1 s poll would give about 2.5 a second; the bound, three times that, leaves room
+    // for a loaded machine under the sanitizers (10.3-13.2 seen there, 14.5 on a quiet one).
     CHECK(out.max_running == 3);
-    CHECK(rate >= 15 * 0.7);
+    CHECK(rate >= 15 * 0.5);
     CHECK(rate <= 15 * 1.1);
   } else {
     CHECK(out.terminated >= 3);
