@@ -35,7 +35,10 @@ struct worker_options {
   /// does it, chosen by an advisory lock. Zero: this worker never runs it. 0 to `max_interval`.
   std::chrono::milliseconds janitor_interval{std::chrono::seconds(5)};
   /// How long stop() lets running handlers finish before cancelling them and releasing their
-  /// jobs (ready again at once, the attempt not counted). 0 to `max_interval`.
+  /// jobs (ready again at once, the attempt not counted); also how long it sends again the
+  /// acks, nacks and releases the server refuses this once (say, past a lock_timeout) or a
+  /// reconnect holds up: after it, those are counted lost, and their jobs run again when their
+  /// leases expire. A statement already sent is waited for. 0 to `max_interval`.
   std::chrono::milliseconds stop_timeout{std::chrono::seconds(10)};
   /// For a handler taking `(const job&, pgqueue::transaction&)`: how its transactions begin
   /// (isolation level), and how many times a job's handler runs when its transaction fails

@@ -187,6 +187,52 @@ TEST_CASE("a worker's nack the server refuses for a while is sent again with the
   CHECK(*j.last_error == "the handler's own message");
 }
 
+TEST_CASE("stop() ends at stop_timeout while the server keeps refusing a finished job's ack",
+          "[queue][isolation]") {
+  // (The ack batch went out again every 250 ms for as long as the row stayed locked: stop()
+  // waited for the other transaction, whatever stop_timeout said.)
+  queue_fixture f;
+  session admin(f.db.dsn());
+  database_default(f, admin, "lock_timeout", "50ms");
+  std::int64_t id = 0;
+  pgqueue::worker_stats stats;
+  auto took = std::chrono::steady_clock::duration::max();
+  run_async([&]() -> asio::awaitable<void> {
+    pgqueue::queue q{co_await f.connect(), "q"};
+    id = co_await q.enqueue("{}");
+    std::optional<pgqueue::worker> w;
+    w.emplace(
+        q,
+        [&](const pgqueue::job&) -> asio::awaitable<void> {
+          admin.query("BEGIN");
+          admin.query("SELECT FROM pgqueue.jobs WHERE id = $1 FOR UPDATE", {std::to_string(id)});
+          w->stop();
+          co_return;
+        },
+        pgqueue::worker_options{.stop_timeout = 300ms});
+    bool ended = false;
+    auto timed_run = [&]() -> asio::awaitable<void> {
+      const auto start = std::chrono::steady_clock::now();
+      co_await w->run();
+      took = std::chrono::steady_clock::now() - start;
+      ended = true;
+    };
+    // The lock is held until run() ends, or for 5 s, so a stop that waits for it fails here.
+    auto hold = [&]() -> asio::awaitable<void> {
+      const auto give_up = std::chrono::steady_clock::now() + 5s;
+      while (!ended && std::chrono::steady_clock::now() < give_up) co_await pause(10ms);
+      admin.query("COMMIT");
+    };
+    co_await (timed_run() && hold());
+    stats = w->stats();
+  });
+  CHECK(took < 3s);  // 300 ms, a refusal's 50 ms and a pause, with room for the sanitizers
+  CHECK(stats.acked == 0);
+  CHECK(stats.lost == 1);
+  CHECK(stats.refused >= 1);
+  CHECK(read_job(admin, id).state == "claimed");  // its lease expires, and it runs again
+}
+
 TEST_CASE("a batch's keyless jobs stay apart where array_nulls is off", "[queue][isolation]") {
   // (The NULLs among the keys were read as the key "NULL": the four jobs came back as two.)
   queue_fixture f;

@@ -541,7 +541,7 @@ PGQUEUE_DECL asio::awaitable<void> worker::ack_loop() {
       notify_acks(batch, std::move(acked_ids), acked == sent);
       pacing.answered();
     } catch (const error& e) {
-      if (send_again(e)) {
+      if (send_again(e) && !forced_) {
         if (refused_this_once(e)) ++stats_.refused;
         retry_acks(batch);
         dropped = true;
@@ -579,6 +579,10 @@ PGQUEUE_DECL asio::awaitable<void> worker::drain() {
         }
         break;
       case detail::drain_step::wait_for_rest:
+        // Past stop_timeout (or stopping now), what the server refuses or a reconnect holds up
+        // is not sent again: an ack batch under a row lock held for minutes kept stop()
+        // waiting as long. Its jobs are counted lost and run again once their leases expire.
+        if (stop_now_ || now >= deadline) forced_ = true;
         changed_->notify();  // wakes the janitor loop so it sees stopping_
         co_await changed_->wait(std::chrono::milliseconds(100));
         break;
