@@ -19,8 +19,9 @@
 -- wait for other jobs (pgqueue.queue_limits, pgqueue.job_dependencies), 10 = acks count done
 -- jobs in their own statement (pgqueue.count_done dropped), 11 = the floor rows say whether
 -- their queue is paused or limited (pgqueue.ready_floor.held), 12 = the jobs table's CHECK
--- constraints in a shorter stored form (every INSERT and UPDATE statement reads them back).
--- This file is version 12.
+-- constraints in a shorter stored form (every INSERT and UPDATE statement reads them back),
+-- 13 = claims read a queue's floor rows once (pgqueue.floor_starts says whether they are held).
+-- This file is version 13.
 
 -- READ COMMITTED whatever the session's default: each statement below must see what the
 -- statements before it (and installs before it, once the lock is held) committed; with an older
@@ -71,13 +72,13 @@ BEGIN
       USING ERRCODE = 'insufficient_privilege',
             HINT = 'SET ROLE to the owner first (a superuser may), or connect as the owner.';
   END IF;
-  IF v_from > 12 THEN
-    RAISE EXCEPTION 'pgqueue: the installed schema is version %, newer than this file (version 12)', v_from
+  IF v_from > 13 THEN
+    RAISE EXCEPTION 'pgqueue: the installed schema is version %, newer than this file (version 13)', v_from
       USING ERRCODE = 'object_not_in_prerequisite_state',
             HINT = 'Use the sql/pgqueue.sql shipped with the newer pgqueue; downgrades are refused.';
   END IF;
   PERFORM set_config('pgqueue.migrating_from', v_from::text, true);
-  PERFORM set_config('pgqueue.upgrading', (v_from < 12)::text, true);
+  PERFORM set_config('pgqueue.upgrading', (v_from < 13)::text, true);
 END
 $$;
 
@@ -652,6 +653,24 @@ ALTER TABLE pgqueue.jobs
     CHECK (state = ANY ('{ready,claimed,done,dead,cancelled,waiting}'::text[])) NOT VALID,
   ADD CONSTRAINT jobs_queue_name_check
     CHECK (octet_length(queue) <@ '[1,255]'::int4range AND queue !~ '[[:cntrl:]]') NOT VALID;
+END
+$migration$;
+
+-- ── migration 0013_floor_starts_held.sql: runs once, in databases below version 13
+DO $migration$
+BEGIN
+IF current_setting('pgqueue.migrating_from')::int >= 13 THEN
+  RETURN;
+END IF;
+INSERT INTO pgqueue.schema_version (singleton, version) VALUES (true, 13)
+ON CONFLICT (singleton) DO UPDATE SET version = EXCLUDED.version, installed_at = now();
+
+-- pgqueue.floor_starts also returns whether the queue's floors are held (paused or limited),
+-- so that the claim's first pass reads the floor rows once instead of a second time for that
+-- (a subquery of its own: about 20,000 of a one-job claim's 790,000 instructions). Its result
+-- columns change, which CREATE OR REPLACE cannot do; definitions/ creates it again. Nothing
+-- depends on it in the catalog (its callers are PL/pgSQL functions).
+DROP FUNCTION IF EXISTS pgqueue.floor_starts(text);
 END
 $migration$;
 
@@ -1276,18 +1295,21 @@ END
 $$;
 
 -- Where claims of p_queue start, per priority (highest first): the lower of the floor and the
--- jobs noted below it. Plain SQL without SECURITY DEFINER or SET clauses (its callers run as
+-- jobs noted below it; and in every row, whether any of the queue's floors is held (paused or
+-- limited: see floor_hold), NULL when the queue has no floor row, so that a claim reads the
+-- floors once (the notes below carry no hold: a window over all rows, before DISTINCT ON, so a
+-- priority with notes only still sees its queue's hold). Plain SQL without SECURITY DEFINER or SET clauses (its callers run as
 -- the owner with a pinned search_path, and no role may call it) so that the planner inlines it
 -- into the caller's query: as a separate call it cost each claim about 10 us, 5% of a claim.
 CREATE OR REPLACE FUNCTION pgqueue.floor_starts(p_queue text)
-RETURNS TABLE (priority int, run_after timestamptz, id bigint)
+RETURNS TABLE (priority int, run_after timestamptz, id bigint, held boolean)
 LANGUAGE sql STABLE
 AS $$
-  SELECT DISTINCT ON (x.priority) x.priority, x.run_after, x.id
-    FROM (SELECT f.priority, f.run_after, f.id FROM pgqueue.ready_floor f
+  SELECT DISTINCT ON (x.priority) x.priority, x.run_after, x.id, bool_or(x.held) OVER ()
+    FROM (SELECT f.priority, f.run_after, f.id, f.held FROM pgqueue.ready_floor f
            WHERE f.queue = p_queue
           UNION ALL
-          SELECT b.priority, b.run_after, b.id FROM pgqueue.ready_floor_below b
+          SELECT b.priority, b.run_after, b.id, NULL FROM pgqueue.ready_floor_below b
            WHERE b.queue = p_queue) x
    ORDER BY x.priority DESC, x.run_after, x.id
 $$;
@@ -1750,11 +1772,10 @@ BEGIN
             FOR UPDATE SKIP LOCKED) n
        WHERE f.run_after <= now()
          -- The first pass claims only when the queue has floors and none is held (paused or
-         -- limited: floor_hold keeps that true) and the snapshot is this statement's: a
-         -- one-time filter (the look runs once, before any row).
+         -- limited: floor_hold keeps that true; floor_starts says it in every row) and the
+         -- snapshot is this statement's.
          AND (v_checked
-              OR ((SELECT bool_or(h.held) FROM pgqueue.ready_floor h
-                    WHERE h.queue = p_queue) IS FALSE
+              OR (f.held IS FALSE
                   AND current_setting('transaction_isolation') = 'read committed'))
        ORDER BY f.priority DESC
        LIMIT v_limit

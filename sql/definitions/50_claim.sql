@@ -200,11 +200,10 @@ BEGIN
             FOR UPDATE SKIP LOCKED) n
        WHERE f.run_after <= now()
          -- The first pass claims only when the queue has floors and none is held (paused or
-         -- limited: floor_hold keeps that true) and the snapshot is this statement's: a
-         -- one-time filter (the look runs once, before any row).
+         -- limited: floor_hold keeps that true; floor_starts says it in every row) and the
+         -- snapshot is this statement's.
          AND (v_checked
-              OR ((SELECT bool_or(h.held) FROM pgqueue.ready_floor h
-                    WHERE h.queue = p_queue) IS FALSE
+              OR (f.held IS FALSE
                   AND current_setting('transaction_isolation') = 'read committed'))
        ORDER BY f.priority DESC
        LIMIT v_limit

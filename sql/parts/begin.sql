@@ -19,7 +19,8 @@
 -- wait for other jobs (pgqueue.queue_limits, pgqueue.job_dependencies), 10 = acks count done
 -- jobs in their own statement (pgqueue.count_done dropped), 11 = the floor rows say whether
 -- their queue is paused or limited (pgqueue.ready_floor.held), 12 = the jobs table's CHECK
--- constraints in a shorter stored form (every INSERT and UPDATE statement reads them back).
+-- constraints in a shorter stored form (every INSERT and UPDATE statement reads them back),
+-- 13 = claims read a queue's floor rows once (pgqueue.floor_starts says whether they are held).
 -- This file is version @VERSION@.
 
 -- READ COMMITTED whatever the session's default: each statement below must see what the

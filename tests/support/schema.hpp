@@ -9,7 +9,7 @@
 namespace pgq_test {
 
 // The version this checkout's sql/pgqueue.sql installs (the number of its last migration).
-constexpr int current_schema_version = 12;
+constexpr int current_schema_version = 13;
 
 // One line per object of the pgqueue schema, sorted: tables with their columns (type, NOT
 // NULL, default) and storage options, constraints, indexes, triggers, views, and functions
