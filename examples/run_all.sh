@@ -20,7 +20,7 @@ cleanup() {
 trap cleanup EXIT
 if [ -z "${PGQUEUE_DSN:-}" ]; then
   own_server=1
-  pg_throwaway_start
+  pg_throwaway_start scratch
 fi
 
 passed=0

@@ -24,7 +24,7 @@ if [ -n "${PGQUEUE_TEST_DSN:-}" ]; then
   dsn=$PGQUEUE_TEST_DSN
 else
   own_server=1
-  pg_throwaway_start
+  pg_throwaway_start scratch
   dsn=$PGQUEUE_DSN
 fi
 
