@@ -119,18 +119,19 @@ void prepend_lines(const std::string& path, const std::vector<std::string>& line
   if (!out) throw std::runtime_error("cannot write " + path);
 }
 
-// Where a cluster's directory goes. A test cluster (fsync off: nothing in it must survive the
-// machine) goes in memory when /dev/shm is a tmpfs with room to spare: on an ext4 disk mounted
-// with discard, initdb took 1.5 CPU-s and each test case's CREATE DATABASE 0.33 CPU-s, most of
-// it the kernel's, against 0.6 and 0.08 in memory. That was a third of the test suites' CPU.
-// A container's small /dev/shm (64 MB by default) keeps them on disk. PGQUEUE_TEST_CLUSTER_DIR
+// Where a cluster's directory goes: in memory when /dev/shm is a tmpfs with room to spare. On
+// an ext4 disk mounted with discard, initdb took 1.5 CPU-s and each test case's CREATE DATABASE
+// 0.33 CPU-s, most of it the kernel's, against 0.6 and 0.08 in memory: a third of the test
+// suites' CPU. A durable cluster loses nothing there either: what these tests do to a server is
+// kill it, not the machine, and a commit is in the kernel's page cache before it returns. A
+// container's small /dev/shm (64 MB by default) keeps them on disk; PGQUEUE_TEST_CLUSTER_DIR
 // names the place outright.
-std::string cluster_parent(bool durable) {
+std::string cluster_parent() {
   if (const char* env = std::getenv("PGQUEUE_TEST_CLUSTER_DIR"); env && *env) return env;
   constexpr long tmpfs_magic = 0x01021994;
   constexpr unsigned long long room = 1ULL << 30;
   struct statfs fs {};
-  if (!durable && ::statfs("/dev/shm", &fs) == 0 && static_cast<long>(fs.f_type) == tmpfs_magic &&
+  if (::statfs("/dev/shm", &fs) == 0 && static_cast<long>(fs.f_type) == tmpfs_magic &&
       static_cast<unsigned long long>(fs.f_bavail) * fs.f_bsize >= room &&
       ::access("/dev/shm", W_OK) == 0)
     return "/dev/shm";
@@ -155,7 +156,7 @@ cluster_options with_durability(bool durable) {
 throwaway_cluster::throwaway_cluster(bool durable) : throwaway_cluster(with_durability(durable)) {}
 
 throwaway_cluster::throwaway_cluster(const cluster_options& options) : bindir_(find_bindir()) {
-  std::string tmpl = cluster_parent(options.durable) + "/pgqueue-test-XXXXXX";
+  std::string tmpl = cluster_parent() + "/pgqueue-test-XXXXXX";
   if (!::mkdtemp(tmpl.data())) throw std::runtime_error("mkdtemp failed in " + tmpl);
   dir_ = tmpl;
   if (::geteuid() == 0) {

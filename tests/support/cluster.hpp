@@ -10,7 +10,7 @@ namespace pgq_test {
 
 // What a dedicated cluster needs beyond the default (unix socket only, trust for everyone).
 struct cluster_options {
-  bool durable = false;                   // keep fsync on (benchmarks)
+  bool durable = false;                   // fsync and synchronous_commit on
   bool tcp = false;                       // also listen on 127.0.0.1, on a port the OS picks
   std::vector<std::string> config_lines;  // appended to postgresql.conf (e.g. "ssl = on")
   std::vector<std::string> hba_lines;     // put before initdb's trust lines in pg_hba.conf
@@ -21,7 +21,8 @@ class throwaway_cluster {
   // The process-wide cluster, started on first use.
   static throwaway_cluster& shared();
 
-  // Starts a cluster; `durable` keeps fsync on (benchmarks), tests turn it off for speed.
+  // Starts a cluster; `durable` keeps fsync and synchronous_commit on (an immediate shutdown
+  // then loses no commit), other tests turn them off for speed.
   explicit throwaway_cluster(bool durable = false);
   explicit throwaway_cluster(const cluster_options& options);
   ~throwaway_cluster();
