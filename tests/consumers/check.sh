@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Builds four outside projects against pgqueue the ways a user would, and runs each against a
-# real server (enqueue, claim and ack one job):
+# real server (enqueue, claim and ack one job; the pkgconfig one runs consumer_light.cpp):
 #   plain     g++ consumer.cpp $(pkg-config --cflags --libs pgqueue), from an install
 #   cmake     find_package(pgqueue CONFIG) and pgqueue::pgqueue, from an install
-#   pkgconfig a Meson project with dependency('pgqueue') found by pkg-config, from an install
+#   pkgconfig a Meson project with dependency('pgqueue') found by pkg-config, from an install:
+#             the same pgqueue.pc as plain, so its program only checks what Meson makes of it
 #   wrap      a Meson project with subprojects/pgqueue.wrap (wrap-git; this repository's HEAD),
 #             using dependency('pgqueue-compiled'): the separately compiled form
 # The install is `meson install` of this checkout into a temporary prefix (headers only: no
@@ -46,11 +47,12 @@ for f in "include/pgqueue/pgqueue.hpp" "include/pgqueue/src.hpp" "include/pgqueu
   [ -f "$prefix/$f" ] || { echo "FAILED: meson install did not install $f"; exit 1; }
 done
 
-# project <name>: a copy of tests/consumers/<dir> with consumer.cpp, in $work/<name>.
+# project <name> [<dir> [<program>]]: a copy of tests/consumers/<dir> with <program> (default
+# consumer.cpp) as its consumer.cpp, in $work/<name>.
 project() {
   mkdir -p "$work/$1"
   if [ -n "${2:-}" ]; then cp -r "$here/$2/." "$work/$1/"; fi
-  cp "$here/consumer.cpp" "$work/$1/"
+  cp "$here/${3:-consumer.cpp}" "$work/$1/consumer.cpp"
 }
 
 build_plain() {
@@ -67,7 +69,7 @@ build_cmake() {
   cp "$work/cmake/build/consumer" "$work/cmake/consumer"
 }
 build_pkgconfig() {
-  project pkgconfig meson_pkgconfig
+  project pkgconfig meson_pkgconfig consumer_light.cpp
   # buildtype plain (no -g, -O0), as the plain and CMake builds: debug information took a fifth
   # of this test's CPU.
   quiet "$work/pkgconfig.log" meson setup --buildtype=plain "$work/pkgconfig/build" "$work/pkgconfig"
