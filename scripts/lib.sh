@@ -33,9 +33,7 @@ PGQUEUE_BUILD_OPTIONS=(-Ddebug=false -Dcpp_args=-g1)
 # Configures (once) and builds build directory $1 with extra meson options $2...
 build() {
   local dir="$1"; shift
-  if [ ! -f "$dir/build.ninja" ]; then
-    meson setup "$dir" "$@" >/dev/null
-  fi
+  configure "$dir" "$@" || return 1
   local log
   log=$(mktemp)
   if ! ninja -C "$dir" >"$log" 2>&1; then
