@@ -45,13 +45,6 @@ asio::awaitable<bool> claim_for(counted_fixture& f, std::chrono::milliseconds wi
   co_return got;
 }
 
-// Opens a transaction on `s` that holds job `id`'s row lock (as a long transaction that
-// updated it, or a transactional ack, would): due, but not claimable.
-void lock_row(session& s, std::int64_t id) {
-  s.query("BEGIN");
-  s.query("SELECT 1 FROM pgqueue.jobs WHERE id = $1 FOR UPDATE", {std::to_string(id)});
-}
-
 // Whether claim_for's session has ended (its backend has then reported its counters).
 bool counted_session_gone(counted_fixture& f) {
   return sessions_gone(f.admin, "counted");
@@ -76,7 +69,7 @@ TEST_CASE("an idle claim does not spin on a due job another transaction holds lo
   counted_fixture f;
   auto id = f.admin.integer("SELECT pgqueue.enqueue('q', '{}')");
   session locker(f.db.dsn());
-  lock_row(locker, id);
+  lock_job_row(locker, id);  // due, but not claimable
   const auto before = f.calls("claim_batch");
   const bool got = run_async([&] { return claim_for(f, 1500ms, {.poll_interval = 5s}); });
   CHECK_FALSE(got);
@@ -95,7 +88,7 @@ TEST_CASE("the job is claimed once the lock is released, within the back-off", "
   counted_fixture f;
   auto id = f.admin.integer("SELECT pgqueue.enqueue('q', '{}')");
   session locker(f.db.dsn());
-  lock_row(locker, id);
+  lock_job_row(locker, id);  // due, but not claimable
   run_async([&]() -> asio::awaitable<void> {
     pgqueue::queue q(co_await f.connect(), "q", {.poll_interval = 400ms});
     asio::steady_timer t(co_await asio::this_coro::executor, 200ms);

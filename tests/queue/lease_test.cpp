@@ -125,8 +125,7 @@ TEST_CASE("an ack or a nack or a release the server refuses leaves the lease hel
       INFO(op);
       const auto id = co_await q.enqueue("{}");
       auto l = co_await q.claim();
-      admin.query("BEGIN");
-      admin.query("SELECT FROM pgqueue.jobs WHERE id = $1 FOR UPDATE", {std::to_string(id)});
+      lock_job_row(admin, id);
       auto call = [&]() -> asio::awaitable<void> {
         if (op == std::string("ack")) co_await l.ack();
         if (op == std::string("nack")) co_await l.nack("failed");
@@ -171,8 +170,7 @@ TEST_CASE("a lease destroyed after a refused ack is nacked as abandoned", "[leas
     const auto id = co_await q.enqueue("{}");
     {
       auto l = co_await q.claim();
-      admin.query("BEGIN");
-      admin.query("SELECT FROM pgqueue.jobs WHERE id = $1 FOR UPDATE", {std::to_string(id)});
+      lock_job_row(admin, id);
       std::string refused;
       try {
         co_await l.ack();

@@ -154,9 +154,7 @@ TEST_CASE("an ack in flight at the drop is sent again; one that already took eff
 
     // The first ack waits on a row lock when the session drops: its outcome is unknown, it is
     // sent again on the new session and acks.
-    other.script("BEGIN");
-    other.query("SELECT 1 FROM pgqueue.jobs WHERE id = $1 FOR UPDATE",
-                {std::to_string(first.job().id)});
+    lock_job_row(other, first.job().id);
     auto acking = start(ex, first.ack());
     CHECK(co_await blocked_on_lock(admin, db.backend_pid()));
     terminate(admin, db.backend_pid());
@@ -206,9 +204,7 @@ TEST_CASE(
     }
     // The ack waits on a row lock at each of three drops: after the third, only the first
     // lease has run out.
-    other.script("BEGIN");
-    other.query("SELECT 1 FROM pgqueue.jobs WHERE id = $1 FOR UPDATE",
-                {std::to_string(leases[1].job().id)});
+    lock_job_row(other, leases[1].job().id);
     auto acked = std::make_shared<std::size_t>(0);
     auto acking = start(db.get_executor(), ack_all(leases, acked));
     int pid = 0;

@@ -162,8 +162,7 @@ TEST_CASE("a worker's nack the server refuses for a while is sent again with the
     std::optional<pgqueue::worker> w;
     w.emplace(q, [&](const pgqueue::job&) -> asio::awaitable<void> {
       // The job's row is locked while its nack goes out, for 800 ms: eight refusals.
-      admin.query("BEGIN");
-      admin.query("SELECT FROM pgqueue.jobs WHERE id = $1 FOR UPDATE", {std::to_string(id)});
+      lock_job_row(admin, id);
       w->stop();
       throw std::runtime_error("the handler's own message");
     });
@@ -204,8 +203,7 @@ TEST_CASE("stop() ends at stop_timeout while the server keeps refusing a finishe
     w.emplace(
         q,
         [&](const pgqueue::job&) -> asio::awaitable<void> {
-          admin.query("BEGIN");
-          admin.query("SELECT FROM pgqueue.jobs WHERE id = $1 FOR UPDATE", {std::to_string(id)});
+          lock_job_row(admin, id);
           w->stop();
           co_return;
         },

@@ -152,6 +152,11 @@ std::int64_t count_jobs(session& s, const std::string& state, const std::string&
                    {state, queue});
 }
 
+void lock_job_row(session& s, std::int64_t id) {
+  s.query("BEGIN");
+  s.query("SELECT FROM pgqueue.jobs WHERE id = $1 FOR UPDATE", {std::to_string(id)});
+}
+
 bool waits_on_lock(session& watcher, int pid) {
   return watcher.integer(
              "SELECT count(*) FROM pg_stat_activity WHERE pid = $1 AND wait_event_type = 'Lock'",

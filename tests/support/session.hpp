@@ -79,5 +79,8 @@ struct job_row {
 job_row read_job(session& s, std::int64_t id);
 // Counts pgqueue.jobs rows in `state` (all queues when queue is empty).
 std::int64_t count_jobs(session& s, const std::string& state, const std::string& queue = "");
+// Opens a transaction on `s` holding job `id`'s row lock (FOR UPDATE) until `s` commits or
+// rolls back: what another transaction that updated the job holds.
+void lock_job_row(session& s, std::int64_t id);
 
 }  // namespace pgq_test
