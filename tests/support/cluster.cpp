@@ -6,7 +6,6 @@
 #include <spawn.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/statfs.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -119,23 +118,15 @@ void prepend_lines(const std::string& path, const std::vector<std::string>& line
   if (!out) throw std::runtime_error("cannot write " + path);
 }
 
-// Where a cluster's directory goes: in memory when /dev/shm is a tmpfs with room to spare. On
-// an ext4 disk mounted with discard, initdb took 1.5 CPU-s and each test case's CREATE DATABASE
-// 0.33 CPU-s, most of it the kernel's, against 0.6 and 0.08 in memory: a third of the test
-// suites' CPU. A durable cluster loses nothing there either: what these tests do to a server is
-// kill it, not the machine, and a commit is in the kernel's page cache before it returns. A
-// container's small /dev/shm (64 MB by default) keeps them on disk; PGQUEUE_TEST_CLUSTER_DIR
-// names the place outright.
+// Where a cluster's directory goes: what scripts/lib.sh's pg_scratch_parent says for the
+// scripts' test clusters (in memory when /dev/shm has room, else /tmp; a third of the test
+// suites' CPU on a disk). A durable cluster loses nothing there either: what these tests do to
+// a server is kill it, not the machine, and a commit is in the kernel's page cache before it
+// returns.
 std::string cluster_parent() {
-  if (const char* env = std::getenv("PGQUEUE_TEST_CLUSTER_DIR"); env && *env) return env;
-  constexpr long tmpfs_magic = 0x01021994;
-  constexpr unsigned long long room = 1ULL << 30;
-  struct statfs fs {};
-  if (::statfs("/dev/shm", &fs) == 0 && static_cast<long>(fs.f_type) == tmpfs_magic &&
-      static_cast<unsigned long long>(fs.f_bavail) * fs.f_bsize >= room &&
-      ::access("/dev/shm", W_OK) == 0)
-    return "/dev/shm";
-  return "/tmp";
+  std::string dir = run_capture("bash -c '. \"" PGQUEUE_SOURCE_ROOT
+                                "/scripts/lib.sh\" && pg_scratch_parent'");
+  return dir.empty() ? "/tmp" : dir;
 }
 
 }  // namespace
